@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class CronQueueConfig(AppConfig):
+    name = "django_cronqueue"
+    label = "django_cronqueue"
+    verbose_name = "Cron queue"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+
+        # Import every installed app's jobs.py, as the admin does with admin.py. An
+        # error inside one of them propagates: a broken jobs module stops start-up.
+        autodiscover_modules("jobs")

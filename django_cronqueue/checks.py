@@ -1,0 +1,167 @@
+"""System checks of the ``CRONQUEUE`` setting and the database.
+
+Every id is stable and documented in docs/reference/checks.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db import connections
+
+from .conf import KNOWN_KEYS, user_settings
+
+CHECK_ID = "django_cronqueue.{}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# key -> (check id, test, what the value must be)
+RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
+    "POLL_INTERVAL": ("E002", lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
+    "CONCURRENCY": ("E003", lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "DEFAULT_RETRIES": ("E004", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "DEFAULT_TIMEOUT": ("E005", lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
+    "LEASE": ("E006", lambda v: _is_number(v) and v >= 1, "a number of seconds >= 1"),
+    "SUCCEEDED_RETENTION": (
+        "E007",
+        lambda v: v is None or (_is_number(v) and v >= 0),
+        "a number of seconds >= 0, or None to keep rows forever",
+    ),
+    "FAILED_RETENTION": (
+        "E008",
+        lambda v: v is None or (_is_number(v) and v >= 0),
+        "a number of seconds >= 0, or None to keep rows forever",
+    ),
+    "CATCH_UP_WINDOW": ("E009", lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
+    "DEFAULT_QUEUE": (
+        "E011",
+        lambda v: isinstance(v, str) and 0 < len(v.strip()) and len(v) <= 100,
+        "a non-empty string of at most 100 characters",
+    ),
+    "SHUTDOWN_TIMEOUT": ("E012", lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"),
+    "PREFETCH": ("E013", lambda v: _is_int(v) and 1 <= v <= 100, "an integer from 1 to 100"),
+    "PRUNE_BATCH_SIZE": ("E014", lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "MAX_PAYLOAD_BYTES": ("E015", lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "WORKER_CONN_MAX_AGE": (
+        "E016",
+        lambda v: v is None or (_is_number(v) and v >= 0),
+        "a number of seconds >= 0, or None to keep Django's CONN_MAX_AGE",
+    ),
+}
+
+MINIMUM_VERSIONS = {"sqlite": (3, 35), "postgresql": (13,), "mysql": (8, 0), "mariadb": (10, 6)}
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    raw = getattr(settings, "CRONQUEUE", None)
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        return [
+            Error(
+                f"CRONQUEUE must be a dict, got {type(raw).__name__}.",
+                hint='Write CRONQUEUE = {"POLL_INTERVAL": 1.0, ...} in your settings.',
+                id=CHECK_ID.format("E001"),
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for key, value in raw.items():
+        if key not in KNOWN_KEYS:
+            messages.append(_unknown_key(key))
+            continue
+        if key == "DATABASE":
+            messages.extend(_check_database_key(value))
+            continue
+        check_id, valid, expected = RULES[key]
+        if not valid(value):
+            messages.append(
+                Error(
+                    f"CRONQUEUE['{key}'] must be {expected}, got {value!r}.",
+                    hint=f"Fix or remove CRONQUEUE['{key}'] in your settings.",
+                    id=CHECK_ID.format(check_id),
+                )
+            )
+    messages.extend(_check_lease(raw))
+    return messages
+
+
+def _unknown_key(key: Any) -> CheckMessage:
+    close = difflib.get_close_matches(str(key), sorted(KNOWN_KEYS), n=1)
+    hint = f"Did you mean {close[0]!r}?" if close else f"Known keys: {', '.join(sorted(KNOWN_KEYS))}."
+    return Warning(
+        f"CRONQUEUE has an unknown key {key!r}; it is ignored.",
+        hint=hint,
+        id=CHECK_ID.format("W001"),
+    )
+
+
+def _check_database_key(value: Any) -> list[CheckMessage]:
+    if isinstance(value, str) and value in settings.DATABASES:
+        return []
+    return [
+        Error(
+            f"CRONQUEUE['DATABASE'] is {value!r}, which is not an alias in DATABASES.",
+            hint=f"Use one of: {', '.join(settings.DATABASES)}.",
+            id=CHECK_ID.format("E010"),
+        )
+    ]
+
+
+def _check_lease(raw: dict[str, Any]) -> list[CheckMessage]:
+    lease, poll = raw.get("LEASE", 30), raw.get("POLL_INTERVAL", 1.0)
+    if _is_number(lease) and _is_number(poll) and lease >= 1 and poll > 0 and lease < 3 * poll:
+        return [
+            Warning(
+                f"CRONQUEUE['LEASE'] ({lease}s) is shorter than three POLL_INTERVALs ({poll}s): "
+                "leases may expire between heartbeats and jobs run twice.",
+                hint="Make LEASE at least three times POLL_INTERVAL.",
+                id=CHECK_ID.format("W002"),
+            )
+        ]
+    return []
+
+
+@register(Tags.database)
+def check_database_version(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Runs only when a command asks for database checks (e.g. migrate)."""
+    alias = user_settings().get("DATABASE", "default")
+    if not databases or alias not in databases or alias not in connections:
+        return []
+    connection = connections[alias]
+    vendor = connection.vendor
+    if vendor == "mysql" and getattr(connection, "mysql_is_mariadb", False):
+        vendor = "mariadb"
+    minimum = MINIMUM_VERSIONS.get(vendor)
+    if minimum is None:
+        return [
+            Error(
+                f"django-cronqueue does not support the {connection.vendor!r} database "
+                f"(DATABASES[{alias!r}]).",
+                hint="Use PostgreSQL >= 13, MySQL >= 8.0, MariaDB >= 10.6 or SQLite >= 3.35.",
+                id=CHECK_ID.format("E017"),
+            )
+        ]
+    version = tuple(connection.get_database_version())
+    if version[: len(minimum)] < minimum:
+        wanted = ".".join(map(str, minimum))
+        found = ".".join(map(str, version))
+        return [
+            Error(
+                f"django-cronqueue needs {vendor} >= {wanted}; DATABASES[{alias!r}] runs {found}.",
+                hint="Upgrade the database server (SKIP LOCKED and RETURNING are required).",
+                id=CHECK_ID.format("E017"),
+            )
+        ]
+    return []

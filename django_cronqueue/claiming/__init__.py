@@ -1,0 +1,38 @@
+"""Claiming due jobs: one small interface, one module per database vendor.
+
+``claim(request, using=...)`` atomically moves up to ``request.limit`` due, pending
+rows of the names this worker knows to ``running`` under a fresh lease and token,
+in the order priority DESC, run_at, id, honouring per-name ``concurrency=`` caps.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from django.db import connections
+
+from .base import ClaimedJob, ClaimRequest
+
+__all__ = ["ClaimRequest", "ClaimedJob", "claim"]
+
+_VENDOR_MODULES = {
+    "postgresql": "postgresql",
+    "sqlite": "sqlite",
+    "mysql": "mysql",
+}
+
+
+def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
+    if request.limit <= 0 or not (request.names or request.capped):
+        return []
+    connection = connections[using]
+    module_name = _VENDOR_MODULES.get(connection.vendor)
+    if module_name is None:
+        raise NotImplementedError(
+            f"django-cronqueue does not support the {connection.vendor!r} database backend; "
+            "use PostgreSQL, MySQL/MariaDB or SQLite."
+        )
+    backend = import_module(f"{__name__}.{module_name}")
+    jobs: list[ClaimedJob] = backend.claim(connection, request)
+    jobs.sort(key=ClaimedJob.order_key)
+    return jobs

@@ -1,0 +1,220 @@
+"""SQL shared by the vendor claimers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from ..models import Job, JobStatus
+
+TABLE = Job._meta.db_table
+LOCK_TABLE = "django_cronqueue_namelock"
+RETURNED_COLUMNS = (
+    "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for"
+)
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    now: dt.datetime
+    lease_until: dt.datetime
+    token: str
+    worker_id: str
+    limit: int
+    names: Sequence[str]  # known names without a concurrency cap
+    capped: Mapping[str, int] = field(default_factory=dict)  # known name -> cap
+    queues: Sequence[str] | None = None
+
+
+@dataclass
+class ClaimedJob:
+    """A claimed row, as plain data: the hot loop builds no model instances."""
+
+    id: int
+    name: str
+    payload: dict[str, Any]
+    attempts: int
+    max_attempts: int
+    queue: str
+    priority: int
+    run_at: dt.datetime
+    scheduled_for: dt.datetime | None
+    token: str
+
+    def order_key(self) -> tuple[int, dt.datetime, int]:
+        return (-self.priority, self.run_at, self.id)
+
+
+def placeholders(values: Sequence[Any]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def due_filter(request: ClaimRequest, names: Sequence[str]) -> tuple[str, list[Any]]:
+    """``WHERE`` clause and params selecting due pending rows of ``names``."""
+    sql = f"status = %s AND run_at <= %s AND name IN ({placeholders(names)})"
+    params: list[Any] = [JobStatus.PENDING, request.now, *names]
+    if request.queues:
+        sql += f" AND queue IN ({placeholders(request.queues)})"
+        params.extend(request.queues)
+    return sql, params
+
+
+ORDER = "ORDER BY priority DESC, run_at, id"
+
+
+def claim_set_clause() -> str:
+    return (
+        "status = %s, attempts = attempts + 1, locked_until = %s, lock_token = %s, "
+        "worker_id = %s, started_at = %s"
+    )
+
+
+def claim_set_params(request: ClaimRequest) -> list[Any]:
+    return [JobStatus.RUNNING, request.lease_until, request.token, request.worker_id, request.now]
+
+
+def adapt(connection: BaseDatabaseWrapper, params: list[Any]) -> list[Any]:
+    """Datetimes as the backend stores them (naive UTC strings on SQLite and MySQL)."""
+    return [
+        connection.ops.adapt_datetimefield_value(value) if isinstance(value, dt.datetime) else value
+        for value in params
+    ]
+
+
+def to_datetime(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if timezone.is_naive(value):
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value
+
+
+def to_payload(value: Any) -> dict[str, Any]:
+    if isinstance(value, (str, bytes)):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else {}
+
+
+def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
+    """A row of RETURNED_COLUMNS; ``claimed=False`` when read before the UPDATE."""
+    job_id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for = row
+    return ClaimedJob(
+        id=job_id,
+        name=name,
+        payload=to_payload(payload),
+        attempts=attempts if claimed else attempts + 1,
+        max_attempts=max_attempts,
+        queue=queue,
+        priority=priority,
+        run_at=to_datetime(run_at),  # type: ignore[arg-type]
+        scheduled_for=to_datetime(scheduled_for),
+        token=token,
+    )
+
+
+def saturated_names(cursor: Any, capped: Mapping[str, int]) -> set[str]:
+    """Capped names whose running rows already reach their cap."""
+    if not capped:
+        return set()
+    names = list(capped)
+    cursor.execute(
+        f"SELECT name, COUNT(*) FROM {TABLE} WHERE status = %s AND name IN ({placeholders(names)}) "
+        "GROUP BY name",
+        [JobStatus.RUNNING, *names],
+    )
+    return {name for name, running in cursor.fetchall() if running >= capped[name]}
+
+
+def keep_within_caps(
+    cursor: Any,
+    candidates: list[ClaimedJob],
+    capped: Mapping[str, int],
+    *,
+    lock_suffix: str,
+) -> list[ClaimedJob]:
+    """Drop candidates that would push a capped name over its cap.
+
+    The caller holds a transaction; each capped name's lock row is locked first so
+    that the running count cannot change under us (``lock_suffix`` is the vendor's
+    ``FOR UPDATE`` or empty where the whole transaction is already exclusive).
+    """
+    names = sorted({job.name for job in candidates if job.name in capped})
+    if not names:
+        return candidates
+    cursor.execute(
+        f"SELECT name FROM {LOCK_TABLE} WHERE name IN ({placeholders(names)}) "
+        f"ORDER BY name{lock_suffix}",
+        names,
+    )
+    cursor.fetchall()
+    cursor.execute(
+        f"SELECT name, COUNT(*) FROM {TABLE} WHERE status = %s AND name IN ({placeholders(names)}) "
+        "GROUP BY name",
+        [JobStatus.RUNNING, *names],
+    )
+    room = {name: capped[name] for name in names}
+    for name, running in cursor.fetchall():
+        room[name] -= running
+    kept = []
+    for job in candidates:
+        if job.name in room:
+            if room[job.name] <= 0:
+                continue
+            room[job.name] -= 1
+        kept.append(job)
+    return kept
+
+
+def claim_two_step(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, *, row_lock: str, name_lock: str
+) -> list[ClaimedJob]:
+    """SELECT the candidates (locking them), apply the caps, UPDATE the kept ones.
+
+    Runs inside the caller's transaction.
+    """
+    with connection.cursor() as cursor:
+        full = saturated_names(cursor, request.capped)
+        names = [*request.names, *(name for name in request.capped if name not in full)]
+        if not names:
+            return []
+        where, params = due_filter(request, names)
+        cursor.execute(
+            f"SELECT {RETURNED_COLUMNS} FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{row_lock}",
+            adapt(connection, [*params, request.limit]),
+        )
+        candidates = [row_to_job(row, request.token, claimed=False) for row in cursor.fetchall()]
+        jobs = keep_within_caps(cursor, candidates, request.capped, lock_suffix=name_lock)
+        if not jobs:
+            return []
+        ids = [job.id for job in jobs]
+        cursor.execute(
+            f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ({placeholders(ids)})",
+            adapt(connection, [*claim_set_params(request), *ids]),
+        )
+    return jobs
+
+
+def claim_returning(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, *, row_lock: str
+) -> list[ClaimedJob]:
+    """One statement: UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING ..."""
+    where, params = due_filter(request, request.names)
+    sql = (
+        f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
+        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{row_lock}"
+        f") RETURNING {RETURNED_COLUMNS}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, adapt(connection, [*claim_set_params(request), *params, request.limit])
+        )
+        rows = cursor.fetchall()
+    return [row_to_job(row, request.token, claimed=True) for row in rows]

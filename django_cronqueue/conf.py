@@ -1,0 +1,69 @@
+"""The ``CRONQUEUE`` setting: one dict merged onto typed defaults.
+
+Read it with :func:`get_settings`; the result is cached and dropped whenever
+``override_settings`` (or anything else) changes ``CRONQUEUE`` or ``DATABASES``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+
+@dataclass(frozen=True)
+class CronQueueSettings:
+    POLL_INTERVAL: float = 1.0
+    CONCURRENCY: int = 1
+    DEFAULT_RETRIES: int = 3
+    DEFAULT_TIMEOUT: float = 60
+    LEASE: float = 30
+    SUCCEEDED_RETENTION: float | None = 86400
+    FAILED_RETENTION: float | None = None
+    CATCH_UP_WINDOW: float = 3600
+    DATABASE: str = "default"
+    DEFAULT_QUEUE: str = "default"
+    SHUTDOWN_TIMEOUT: float = 30
+    PREFETCH: int = 1
+    PRUNE_BATCH_SIZE: int = 1000
+    MAX_PAYLOAD_BYTES: int = 1_000_000
+    WORKER_CONN_MAX_AGE: float | None = 600
+
+
+DEFAULTS = CronQueueSettings()
+KNOWN_KEYS = frozenset(field.name for field in dataclasses.fields(CronQueueSettings))
+
+_cached: CronQueueSettings | None = None
+
+
+def user_settings() -> dict[str, Any]:
+    """The raw ``CRONQUEUE`` dict (empty when unset)."""
+    value = getattr(django_settings, "CRONQUEUE", None)
+    return value if isinstance(value, dict) else {}
+
+
+def get_settings() -> CronQueueSettings:
+    """The effective settings: ``CRONQUEUE`` merged onto the defaults.
+
+    Unknown keys are ignored here; the system checks report them.
+    """
+    global _cached
+    if _cached is None:
+        known = {key: value for key, value in user_settings().items() if key in KNOWN_KEYS}
+        _cached = dataclasses.replace(DEFAULTS, **known)
+    return _cached
+
+
+def database_alias() -> str:
+    return get_settings().DATABASE
+
+
+@receiver(setting_changed)
+def _drop_cache(*, setting: str, **kwargs: Any) -> None:
+    global _cached
+    if setting in ("CRONQUEUE", "DATABASES", "TIME_ZONE", "USE_TZ"):
+        _cached = None

@@ -1,0 +1,370 @@
+"""Enqueueing: turn a call into a ``Job`` row, after checking everything first.
+
+Every check runs before anything is written. Inside ``transaction.atomic()`` the row
+commits or rolls back with the caller's data; on PostgreSQL the wake-up NOTIFY is sent
+in the same transaction, so workers hear of a job only once it is committed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+from django.utils import timezone
+
+from .conf import database_alias, get_settings
+from .exceptions import InvalidPayload
+from .models import MAX_DEDUPE_KEY_LENGTH, Job, JobStatus
+from .registry import MAX_QUEUE_LENGTH, JobDefinition, registry
+
+NOTIFY_CHANNEL = "django_cronqueue"
+DEDUPE_ATTEMPTS = 5
+BULK_BATCH_SIZE = 1000
+
+
+def enqueue(
+    job: str | JobDefinition,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    run_at: dt.datetime | None = None,
+    delay: dt.timedelta | float | None = None,
+    dedupe_key: str | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+) -> Job:
+    """Enqueue one run of ``job`` (a name or a handle) with ``payload`` as keyword arguments.
+
+    With ``dedupe_key``, while a job of that name and key is pending or running this
+    returns that job and creates nothing.
+    """
+    definition = registry.resolve(job)
+    now = timezone.now()
+    row = build_job(
+        definition,
+        payload,
+        now=now,
+        run_at=resolve_run_at(definition, now, run_at, delay),
+        dedupe_key=check_dedupe_key(definition, dedupe_key),
+        priority=priority,
+        queue=queue,
+    )
+    using = database_alias()
+    saved = _insert(row, using) if dedupe_key is None else _insert_deduplicated(row, using)
+    if saved is row:
+        notify_workers(using, [row.run_at], now)
+    return saved
+
+
+def enqueue_many(
+    job: str | JobDefinition,
+    payloads: Iterable[Mapping[str, Any]],
+    *,
+    run_at: dt.datetime | None = None,
+    delay: dt.timedelta | float | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+) -> list[Job]:
+    """Enqueue one run per payload, with one INSERT per batch of 1,000 rows.
+
+    Every payload is checked before anything is written.
+    """
+    definition = registry.resolve(job)
+    now = timezone.now()
+    when = resolve_run_at(definition, now, run_at, delay)
+    rows = [
+        build_job(definition, payload, now=now, run_at=when, priority=priority, queue=queue)
+        for payload in payloads
+    ]
+    if not rows:
+        return []
+    using = database_alias()
+    with transaction.atomic(using=using):
+        created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
+        notify_workers(using, [when], now)
+    return created
+
+
+class EnqueueOptions:
+    """``handle.using(run_at=..., dedupe_key=...)``: options for the next enqueue."""
+
+    ALLOWED = frozenset({"run_at", "delay", "dedupe_key", "priority", "queue"})
+
+    def __init__(self, definition: JobDefinition, options: dict[str, Any]) -> None:
+        unknown = sorted(set(options) - self.ALLOWED)
+        if unknown:
+            raise TypeError(
+                f"Job {definition.name!r}: using() got unknown option(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(sorted(self.ALLOWED))}."
+            )
+        self.definition = definition
+        self.options = options
+
+    def enqueue(self, **payload: Any) -> Job:
+        return enqueue(self.definition, payload, **self.options)
+
+    def enqueue_many(self, payloads: Iterable[Mapping[str, Any]]) -> list[Job]:
+        options = {k: v for k, v in self.options.items() if k != "dedupe_key"}
+        if "dedupe_key" in self.options:
+            raise TypeError("enqueue_many() does not take a dedupe_key: each job needs its own.")
+        return enqueue_many(self.definition, payloads, **options)
+
+
+# --- checks -------------------------------------------------------------------------
+
+
+def build_job(
+    definition: JobDefinition,
+    payload: Mapping[str, Any] | None,
+    *,
+    now: dt.datetime,
+    run_at: dt.datetime,
+    dedupe_key: str | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    scheduled_for: dt.datetime | None = None,
+) -> Job:
+    """A checked, unsaved Job row."""
+    return Job(
+        name=definition.name,
+        payload=check_payload(definition, payload),
+        status=JobStatus.PENDING,
+        queue=check_queue(definition, queue),
+        priority=check_priority(definition, priority),
+        max_attempts=definition.max_attempts,
+        run_at=run_at,
+        scheduled_for=scheduled_for,
+        dedupe_key=dedupe_key,
+        active_dedupe_key=dedupe_key,
+        created_at=now,
+    )
+
+
+def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The payload as a plain dict; raises InvalidPayload naming the job and the key."""
+    name = definition.name
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise InvalidPayload(
+            f"Job {name!r}: the payload must be a dict of keyword arguments, "
+            f"got {type(payload).__name__}."
+        )
+    for key, value in payload.items():
+        if not isinstance(key, str):
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {key!r} is a {type(key).__name__}; keys must be "
+                "strings (they are the handler's keyword arguments)."
+            )
+        problem = json_problem(value, key)
+        if problem:
+            raise InvalidPayload(f"Job {name!r}: {problem}")
+    _check_binds(definition, payload)
+    payload = dict(payload)
+    size = len(json.dumps(payload, ensure_ascii=False).encode())
+    limit = get_settings().MAX_PAYLOAD_BYTES
+    if size > limit:
+        raise InvalidPayload(
+            f"Job {name!r}: the payload is {size} bytes of JSON, over the limit of {limit} "
+            "(CRONQUEUE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass its id."
+        )
+    return payload
+
+
+def json_problem(value: Any, path: str) -> str | None:
+    """Why ``value`` cannot round-trip through JSON, naming its path, or None."""
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return f"payload key {path!r} holds {value!r}, which JSON cannot represent."
+    if isinstance(value, str):
+        if "\x00" in value:
+            return (
+                f"payload key {path!r} holds a string with a NUL character (\\x00), which "
+                "databases reject in text; remove it or encode the data (e.g. base64)."
+            )
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{path}[{index}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"payload key {path!r} holds a dict with a non-string key {key!r}."
+            problem = json_problem(item, f"{path}.{key}")
+            if problem:
+                return problem
+        return None
+    return (
+        f"payload key {path!r} holds a {type(value).__name__} ({_short_repr(value)}), which is "
+        "not JSON. Pass plain JSON values: an id instead of a model instance, an ISO 8601 "
+        "string instead of a datetime, a list instead of a set."
+    )
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_binds(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
+    name = definition.name
+    if definition.cron is not None:
+        if payload:
+            raise InvalidPayload(
+                f"Job {name!r} is a cron schedule; its handler takes only the CronRun, so the "
+                f"payload must be empty (got key {next(iter(payload))!r})."
+            )
+        return
+    parameters = definition.signature.parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    for key in payload:
+        parameter = parameters.get(key)
+        if parameter is None and not takes_any:
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {key!r} is not an argument of "
+                f"{definition.qualified_function}{definition.signature}."
+            )
+        if parameter is not None and parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.VAR_POSITIONAL,
+        ):
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {key!r} names a positional-only argument; "
+                "make it a normal or keyword-only argument."
+            )
+    for parameter in parameters.values():
+        required = parameter.default is inspect.Parameter.empty and parameter.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_ONLY,
+        )
+        if required and parameter.name not in payload:
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {parameter.name!r} is missing; "
+                f"{definition.qualified_function}{definition.signature} requires it."
+            )
+
+
+def check_queue(definition: JobDefinition, queue: str | None) -> str:
+    if queue is None:
+        return definition.effective_queue
+    if not isinstance(queue, str) or not queue.strip() or len(queue) > MAX_QUEUE_LENGTH:
+        raise ValueError(
+            f"Job {definition.name!r}: queue= must be a non-empty string of at most "
+            f"{MAX_QUEUE_LENGTH} characters, got {queue!r}."
+        )
+    return queue
+
+
+def check_priority(definition: JobDefinition, priority: int | None) -> int:
+    if priority is None:
+        return definition.priority
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise ValueError(f"Job {definition.name!r}: priority= must be an integer, got {priority!r}.")
+    return priority
+
+
+def check_dedupe_key(definition: JobDefinition, key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ValueError(
+            f"Job {definition.name!r}: dedupe_key= must be a non-empty string, got {key!r}."
+        )
+    if len(key) > MAX_DEDUPE_KEY_LENGTH:
+        raise ValueError(
+            f"Job {definition.name!r}: dedupe_key= is {len(key)} characters long; the limit is "
+            f"{MAX_DEDUPE_KEY_LENGTH}. Hash long keys (e.g. hashlib.sha256(key).hexdigest())."
+        )
+    if "\x00" in key:
+        raise ValueError(f"Job {definition.name!r}: dedupe_key= contains a NUL character.")
+    return key
+
+
+def resolve_run_at(
+    definition: JobDefinition,
+    now: dt.datetime,
+    run_at: dt.datetime | None,
+    delay: dt.timedelta | float | None,
+) -> dt.datetime:
+    if run_at is not None and delay is not None:
+        raise ValueError(f"Job {definition.name!r}: pass run_at= or delay=, not both.")
+    if run_at is not None:
+        if not isinstance(run_at, dt.datetime):
+            raise ValueError(
+                f"Job {definition.name!r}: run_at= must be a datetime, got {run_at!r}."
+            )
+        if timezone.is_naive(run_at):
+            raise ValueError(
+                f"Job {definition.name!r}: run_at= is a naive datetime; pass an aware one "
+                "(e.g. django.utils.timezone.now() + timedelta(...))."
+            )
+        return run_at
+    if delay is None:
+        return now
+    if isinstance(delay, dt.timedelta):
+        return now + delay
+    if isinstance(delay, (int, float)) and not isinstance(delay, bool):
+        return now + dt.timedelta(seconds=delay)
+    raise ValueError(
+        f"Job {definition.name!r}: delay= must be a timedelta or seconds, got {delay!r}."
+    )
+
+
+# --- writing ------------------------------------------------------------------------
+
+
+def _insert(row: Job, using: str) -> Job:
+    row.save(force_insert=True, using=using)
+    return row
+
+
+def _insert_deduplicated(row: Job, using: str) -> Job:
+    """Insert, or return the pending/running job holding the same name and dedupe key.
+
+    The unique constraint on (name, active_dedupe_key) decides, so this holds under
+    concurrent enqueues from many processes.
+    """
+    for _ in range(DEDUPE_ATTEMPTS):
+        try:
+            with transaction.atomic(using=using):
+                row.save(force_insert=True, using=using)
+            return row
+        except IntegrityError:
+            row.pk = None
+            existing = _active_holder(row, using)
+            if existing is not None:
+                return existing
+    raise IntegrityError(
+        f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
+        "changing hands; try again."
+    )
+
+
+def _active_holder(row: Job, using: str) -> Job | None:
+    holders = Job.objects.using(using).filter(name=row.name, active_dedupe_key=row.dedupe_key)
+    if connections[using].vendor == "mysql" and connections[using].in_atomic_block:
+        holders = holders.select_for_update()  # a locking read sees the latest commit
+    return holders.first()
+
+
+def notify_workers(using: str, run_ats: list[dt.datetime], now: dt.datetime) -> None:
+    """Wake idle PostgreSQL workers (delivered when the enqueuing transaction commits)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return
+    horizon = now + dt.timedelta(seconds=get_settings().POLL_INTERVAL)
+    if not any(run_at <= horizon for run_at in run_ats):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")

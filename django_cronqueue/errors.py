@@ -1,0 +1,37 @@
+"""Bounded, readable, storable error text for ``last_error`` and ``traceback``."""
+
+from __future__ import annotations
+
+import traceback as traceback_module
+
+MAX_ERROR_CHARS = 2_000
+MAX_TRACEBACK_CHARS = 64_000
+
+
+def clean_text(text: str, limit: int) -> str:
+    """Drop NUL (PostgreSQL rejects it in text) and keep the head and tail within ``limit``."""
+    text = text.replace("\x00", "\\x00")
+    if len(text) <= limit:
+        return text
+    marker = f"\n... [{len(text) - limit} characters cut] ...\n"
+    head = (limit - len(marker)) // 3
+    tail = limit - len(marker) - head
+    return text[:head] + marker + text[-tail:]
+
+
+def describe(exc: BaseException) -> str:
+    """``ValueError: the message``, bounded."""
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not break the worker
+        message = "<unprintable exception>"
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return clean_text(text, MAX_ERROR_CHARS)
+
+
+def format_traceback(exc: BaseException) -> str:
+    try:
+        text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        text = describe(exc)
+    return clean_text(text, MAX_TRACEBACK_CHARS)

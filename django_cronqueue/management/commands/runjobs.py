@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+class Command(BaseCommand):
+    help = "Run the django-cronqueue worker: materialize cron occurrences and run due jobs."
+    requires_system_checks = []  # checks run below, without database checks
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queue", action="append", dest="queues", metavar="Q",
+            help="Only claim jobs of this queue (repeatable). Default: every queue.",
+        )
+        parser.add_argument(
+            "--concurrency", type=int, metavar="N",
+            help="Handler threads, each with its own connection. Default: CRONQUEUE['CONCURRENCY'].",
+        )
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument("--once", action="store_true", help="Run one tick, then exit.")
+        mode.add_argument("--burst", action="store_true", help="Run until nothing is due, then exit.")
+        parser.add_argument(
+            "--no-scheduler", action="store_true",
+            help="Do not materialize cron occurrences in this process.",
+        )
+        parser.add_argument(
+            "--poll-interval", type=positive_float, metavar="S",
+            help="Seconds between polls when idle. Default: CRONQUEUE['POLL_INTERVAL'].",
+        )
+        parser.add_argument(
+            "--shutdown-timeout", type=float, metavar="S",
+            help="Seconds running handlers get to finish after SIGTERM/SIGINT. "
+            "Default: CRONQUEUE['SHUTDOWN_TIMEOUT'].",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from django_cronqueue.worker import Worker
+
+        self.check(display_num_errors=False)
+        if options["concurrency"] is not None and options["concurrency"] < 1:
+            self.stderr.write("--concurrency must be at least 1")
+            raise SystemExit(2)
+        worker = Worker(
+            queues=options["queues"],
+            concurrency=options["concurrency"],
+            poll_interval=options["poll_interval"],
+            shutdown_timeout=options["shutdown_timeout"],
+            scheduler=not options["no_scheduler"],
+            mode="once" if options["once"] else "burst" if options["burst"] else "forever",
+        )
+        exit_code = worker.run()
+        if exit_code:
+            raise SystemExit(exit_code)

@@ -1,0 +1,141 @@
+"""The tables: jobs, worker heartbeats and per-name concurrency locks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from .registry import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
+
+MAX_DEDUPE_KEY_LENGTH = 200
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class Job(models.Model):
+    """One run of a job: created by enqueue or by a cron occurrence.
+
+    State changes go through the methods below and the functions of
+    ``django_cronqueue.lifecycle``; nothing else writes ``status``.
+    """
+
+    Status = JobStatus
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=MAX_NAME_LENGTH)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
+    queue = models.CharField(max_length=MAX_QUEUE_LENGTH, default="default")
+    priority = models.IntegerField(default=0, help_text="Higher runs first.")
+    attempts = models.PositiveIntegerField(default=0, help_text="How many times it was claimed.")
+    max_attempts = models.PositiveIntegerField(default=4)
+    run_at = models.DateTimeField(default=timezone.now, help_text="Due from this instant.")
+    scheduled_for = models.DateTimeField(
+        null=True, blank=True, help_text="The cron occurrence this row runs."
+    )
+    dedupe_key = models.CharField(max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True)
+    # The dedupe key while the job is pending or running, NULL once it ends. A plain
+    # unique constraint on it works on every vendor (MariaDB has no partial indexes).
+    active_dedupe_key = models.CharField(
+        max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True, editable=False
+    )
+    locked_until = models.DateTimeField(null=True, blank=True, help_text="Lease expiry.")
+    lock_token = models.CharField(max_length=32, null=True, blank=True, editable=False)
+    worker_id = models.CharField(max_length=100, blank=True, default="", help_text="Lease holder.")
+    last_error = models.TextField(blank=True, default="")
+    traceback = models.TextField(blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        ordering = ["-id"]
+        indexes = [
+            # The claim query: WHERE status = 'pending' AND run_at <= now
+            # ORDER BY priority DESC, run_at, id.
+            models.Index(fields=["status", "-priority", "run_at", "id"], name="cronqueue_job_claim"),
+            # Expired leases: WHERE status = 'running' AND locked_until < now.
+            models.Index(fields=["status", "locked_until"], name="cronqueue_job_lease"),
+            # Pruning: WHERE status = 'succeeded' AND finished_at < cutoff.
+            models.Index(fields=["status", "finished_at"], name="cronqueue_job_finished"),
+            models.Index(fields=["queue", "status"], name="cronqueue_job_queue"),
+            models.Index(fields=["name", "status"], name="cronqueue_job_name"),
+            models.Index(fields=["dedupe_key"], name="cronqueue_job_dedupe_key"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name", "active_dedupe_key"], name="cronqueue_job_unique_active_dedupe"
+            ),
+            models.UniqueConstraint(
+                fields=["name", "scheduled_for"], name="cronqueue_job_unique_occurrence"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.pk} ({self.status})"
+
+    def retry(self, *, now: Any = None) -> bool:
+        """Failed or cancelled -> pending, due now, attempts reset. False if not applicable."""
+        from . import lifecycle
+
+        return lifecycle.retry(self, now=now)
+
+    def cancel(self, *, reason: str = "", now: Any = None) -> bool:
+        """Pending -> cancelled. False if the job is not pending any more."""
+        from . import lifecycle
+
+        return lifecycle.cancel(self, reason=reason, now=now)
+
+    def run_now(self, *, now: Any = None) -> bool:
+        """Pending -> due now. False if the job is not pending any more."""
+        from . import lifecycle
+
+        return lifecycle.run_now(self, now=now)
+
+
+class Worker(models.Model):
+    """A running ``runjobs`` process, kept alive by its heartbeat."""
+
+    id = models.CharField(max_length=100, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list, blank=True)
+    concurrency = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        ordering = ["-last_seen"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class NameLock(models.Model):
+    """One row per job name with a ``concurrency=`` cap.
+
+    Claimers of a capped name lock its row (SELECT ... FOR UPDATE) so that
+    counting the running rows and claiming more is one atomic step.
+    """
+
+    name = models.CharField(max_length=MAX_NAME_LENGTH, primary_key=True)
+
+    class Meta:
+        app_label = "django_cronqueue"
+
+    def __str__(self) -> str:
+        return self.name

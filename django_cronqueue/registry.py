@@ -1,0 +1,262 @@
+"""The registry of job definitions: ``@jobs.job`` and the name -> code mapping.
+
+Names are the only link between a row and code. Nothing is ever imported or
+evaluated from a row: a worker looks the row's name up in this registry and
+runs only what its own code registered.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+
+from .backoff import DEFAULT_BACKOFF, BackoffFunction
+from .conf import get_settings
+from .exceptions import UnknownJob
+
+if TYPE_CHECKING:
+    from .enqueue import EnqueueOptions
+    from .models import Job
+
+MAX_NAME_LENGTH = 200
+MAX_QUEUE_LENGTH = 100
+
+OnFailed = Callable[["Job", BaseException], Any]
+
+
+@dataclass(eq=False)
+class JobDefinition:
+    """A registered job. The decorator returns it; calling it calls the function."""
+
+    name: str
+    func: Callable[..., Any]
+    retries: int | None = None
+    backoff: BackoffFunction = DEFAULT_BACKOFF
+    timeout: float | None = None
+    concurrency: int | None = None
+    queue: str | None = None
+    priority: int = 0
+    on_failed: OnFailed | None = None
+    cron: Any = None  # a CronSpec for @jobs.cron schedules
+    signature: inspect.Signature = field(init=False, repr=False)
+    is_async: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.signature = inspect.signature(self.func)
+        self.is_async = inspect.iscoroutinefunction(self.func)
+        functools.update_wrapper(self, self.func)  # type: ignore[arg-type]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<JobDefinition {self.name}>"
+
+    @property
+    def max_attempts(self) -> int:
+        retries = get_settings().DEFAULT_RETRIES if self.retries is None else self.retries
+        return retries + 1
+
+    @property
+    def effective_timeout(self) -> float:
+        return get_settings().DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+
+    @property
+    def effective_queue(self) -> str:
+        return get_settings().DEFAULT_QUEUE if self.queue is None else self.queue
+
+    @property
+    def qualified_function(self) -> str:
+        return f"{self.func.__module__}.{self.func.__qualname__}"
+
+    def enqueue(self, **payload: Any) -> Job:
+        """Enqueue one run with these keyword arguments."""
+        from .enqueue import enqueue
+
+        return enqueue(self, payload)
+
+    def using(self, **options: Any) -> EnqueueOptions:
+        """Options (run_at, delay, dedupe_key, priority, queue) for the next ``.enqueue()``."""
+        from .enqueue import EnqueueOptions
+
+        return EnqueueOptions(self, options)
+
+
+class Registry:
+    """Name -> JobDefinition, shared by the whole process."""
+
+    def __init__(self) -> None:
+        self._definitions: dict[str, JobDefinition] = {}
+        self._lock = threading.Lock()
+
+    def register(self, definition: JobDefinition) -> JobDefinition:
+        with self._lock:
+            existing = self._definitions.get(definition.name)
+            if existing is not None and not _same_function(existing, definition):
+                raise ImproperlyConfigured(
+                    f"Two jobs are named {definition.name!r}: {existing.qualified_function} and "
+                    f"{definition.qualified_function}. Give one of them another name with "
+                    "@jobs.job(name=...)."
+                )
+            self._definitions[definition.name] = definition
+        return definition
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._definitions.pop(name, None)
+
+    def get(self, name: str) -> JobDefinition | None:
+        return self._definitions.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._definitions)
+
+    def __iter__(self) -> Iterator[JobDefinition]:
+        return iter(list(self._definitions.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._definitions
+
+    def resolve(self, job: str | JobDefinition) -> JobDefinition:
+        """The definition for a name or a handle; raises UnknownJob."""
+        if isinstance(job, JobDefinition):
+            return self._definitions.get(job.name, job)
+        if not isinstance(job, str):
+            raise UnknownJob(
+                f"Expected a job name or a @jobs.job handle, got {type(job).__name__}: {job!r}."
+            )
+        definition = self._definitions.get(job)
+        if definition is None:
+            known = ", ".join(self.names()[:20]) or "none"
+            raise UnknownJob(
+                f"No job is named {job!r} in this process (known jobs: {known}). Check the name, "
+                "and that the module defining it is imported (an installed app's jobs.py is)."
+            )
+        return definition
+
+
+def _same_function(a: JobDefinition, b: JobDefinition) -> bool:
+    """A module imported twice re-registers the same function: that is not a clash."""
+    return a.qualified_function == b.qualified_function
+
+
+registry = Registry()
+
+
+def default_name(func: Callable[..., Any]) -> str:
+    """``<app_label>.<function name>`` inside an installed app, else ``<module>.<qualname>``."""
+    app_config = _containing_app(func.__module__)
+    if app_config is not None:
+        return f"{app_config.label}.{func.__name__}"
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+def _containing_app(module: str) -> Any:
+    candidates = [
+        config
+        for config in apps.app_configs.values()
+        if module == config.name or module.startswith(config.name + ".")
+    ]
+    return max(candidates, key=lambda config: len(config.name), default=None)
+
+
+def validate_common_options(
+    name: str,
+    *,
+    retries: Any,
+    backoff: Any,
+    timeout: Any,
+    queue: Any,
+    priority: Any,
+    on_failed: Any,
+) -> None:
+    """Options shared by @jobs.job and @jobs.cron; raises ImproperlyConfigured."""
+
+    def fail(option: str, problem: str) -> None:
+        raise ImproperlyConfigured(f"Job {name!r}: option {option}= {problem}.")
+
+    if not isinstance(name, str) or not name.strip():
+        raise ImproperlyConfigured(f"Job name must be a non-empty string, got {name!r}.")
+    if len(name) > MAX_NAME_LENGTH:
+        fail("name", f"is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if "\x00" in name:
+        fail("name", "contains a NUL character")
+    if retries is not None and (not _is_int(retries) or retries < 0):
+        fail("retries", f"must be an integer >= 0 (0 means a single attempt), got {retries!r}")
+    if not callable(backoff):
+        fail("backoff", f"must be a callable attempt -> seconds, got {backoff!r}")
+    if timeout is not None and (not _is_number(timeout) or timeout <= 0):
+        fail("timeout", f"must be a number of seconds > 0, got {timeout!r}")
+    if queue is not None and (not isinstance(queue, str) or not queue.strip()):
+        fail("queue", f"must be a non-empty string, got {queue!r}")
+    if isinstance(queue, str) and len(queue) > MAX_QUEUE_LENGTH:
+        fail("queue", f"is {len(queue)} characters long; the limit is {MAX_QUEUE_LENGTH}")
+    if not _is_int(priority):
+        fail("priority", f"must be an integer (higher runs first), got {priority!r}")
+    if on_failed is not None and not callable(on_failed):
+        fail("on_failed", f"must be a callable (job, exc) -> None, got {on_failed!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def job(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    retries: int | None = None,
+    backoff: BackoffFunction | None = None,
+    timeout: float | None = None,
+    concurrency: int | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    on_failed: OnFailed | None = None,
+) -> Any:
+    """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
+
+    def decorate(function: Callable[..., Any]) -> JobDefinition:
+        if not callable(function):
+            raise ImproperlyConfigured(f"@jobs.job decorates a function, got {function!r}.")
+        job_name = name if name is not None else default_name(function)
+        validate_common_options(
+            job_name,
+            retries=retries,
+            backoff=DEFAULT_BACKOFF if backoff is None else backoff,
+            timeout=timeout,
+            queue=queue,
+            priority=priority,
+            on_failed=on_failed,
+        )
+        if concurrency is not None and (not _is_int(concurrency) or concurrency < 1):
+            raise ImproperlyConfigured(
+                f"Job {job_name!r}: option concurrency= must be an integer >= 1 "
+                f"(or None for no limit), got {concurrency!r}."
+            )
+        definition = JobDefinition(
+            name=job_name,
+            func=function,
+            retries=retries,
+            backoff=DEFAULT_BACKOFF if backoff is None else backoff,
+            timeout=timeout,
+            concurrency=concurrency,
+            queue=queue,
+            priority=priority,
+            on_failed=on_failed,
+        )
+        return registry.register(definition)
+
+    if func is not None:
+        return decorate(func)
+    return decorate

@@ -1,0 +1,434 @@
+"""The worker: ``jobs.tick()`` for one in-process tick, ``Worker`` for ``runjobs``.
+
+A tick materializes due cron occurrences, returns expired leases, prunes old rows
+(hourly), then claims due jobs and runs them. ``Worker`` does the same continuously
+with ``concurrency`` slot threads (each with its own database connection), a
+heartbeat thread that renews the leases of the jobs it holds, and on PostgreSQL a
+LISTEN connection that wakes idle slots as soon as a job is enqueued.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, close_old_connections, connections
+from django.utils import timezone
+
+from . import lifecycle
+from .claiming import ClaimedJob, ClaimRequest, claim
+from .conf import database_alias, get_settings
+from .execution import run_claimed
+from .models import Worker as WorkerRow
+from .registry import registry
+from .runs import TickResult
+
+logger = logging.getLogger("django_cronqueue")
+
+TICK_CLAIM_BATCH = 100
+PRUNE_EVERY = dt.timedelta(hours=1)
+MAX_DB_BACKOFF = 30.0
+
+_last_prune: dt.datetime | None = None
+_prune_lock = threading.Lock()
+
+
+# --- one tick ---------------------------------------------------------------------
+
+
+def tick(now: dt.datetime | None = None, queues: Sequence[str] | None = None) -> TickResult:
+    """Run one tick in this process, running handlers inline.
+
+    ``now`` (aware) drives every time decision of the tick: what is due, which leases
+    expired, which cron occurrences are due, what is old enough to prune.
+    """
+    if now is None:
+        now = timezone.now()
+    elif timezone.is_naive(now):
+        raise ValueError("tick(now=...) needs an aware datetime.")
+    maintain(now, scheduler=True)
+    worker_id = f"tick:{socket.gethostname()}:{os.getpid()}"
+    claimed: list[ClaimedJob] = []
+    while True:
+        batch = claim_due(now, queues=queues, limit=TICK_CLAIM_BATCH, worker_id=worker_id)
+        claimed.extend(batch)
+        if len(batch) < TICK_CLAIM_BATCH:
+            break
+    ran = failed = 0
+    for job in claimed:
+        succeeded, _ = run_claimed(job, lambda: now)
+        ran += succeeded
+        failed += not succeeded
+    return TickResult(claimed=len(claimed), ran=ran, failed=failed)
+
+
+def maintain(now: dt.datetime, *, scheduler: bool) -> None:
+    """The housekeeping part of a tick: cron, expired leases, pruning (hourly)."""
+    if scheduler and any(definition.cron is not None for definition in registry):
+        from .scheduler import materialize
+
+        materialize(now)
+    lifecycle.recover_expired_leases(now)
+    if _prune_due(now):
+        deleted = lifecycle.prune(now)
+        if deleted:
+            logger.info("Pruned %s finished jobs", deleted)
+
+
+def _prune_due(now: dt.datetime) -> bool:
+    """True at most once an hour (of ``now``); a ``now`` before the last prune resets it."""
+    global _last_prune
+    with _prune_lock:
+        if _last_prune is None or now < _last_prune or now - _last_prune >= PRUNE_EVERY:
+            _last_prune = now
+            return True
+        return False
+
+
+def claim_due(
+    now: dt.datetime,
+    *,
+    queues: Sequence[str] | None,
+    limit: int,
+    worker_id: str,
+    lease_until: dt.datetime | None = None,
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` due jobs among the names this process defines."""
+    uncapped: list[str] = []
+    capped: dict[str, int] = {}
+    for definition in registry:
+        if definition.concurrency is None:
+            uncapped.append(definition.name)
+        else:
+            capped[definition.name] = definition.concurrency
+    if capped:
+        ensure_name_locks(capped)
+    request = ClaimRequest(
+        now=now,
+        lease_until=lease_until or now + dt.timedelta(seconds=get_settings().LEASE),
+        token=uuid.uuid4().hex,
+        worker_id=worker_id,
+        limit=limit,
+        names=uncapped,
+        capped=capped,
+        queues=list(queues) if queues else None,
+    )
+    return claim(request, using=database_alias())
+
+
+_locked_names: set[tuple[str, str]] = set()
+
+
+def ensure_name_locks(capped: dict[str, int]) -> None:
+    """Create the lock row of each capped name once per process and database."""
+    from .models import NameLock
+
+    alias = database_alias()
+    missing = [name for name in capped if (alias, name) not in _locked_names]
+    if not missing:
+        return
+    NameLock.objects.using(alias).bulk_create(
+        [NameLock(name=name) for name in missing], ignore_conflicts=True
+    )
+    _locked_names.update((alias, name) for name in missing)
+
+
+# --- the runjobs worker -----------------------------------------------------------
+
+
+@dataclass
+class HeldJob:
+    job: ClaimedJob
+    deadline: float | None = None  # monotonic; set when its handler starts
+
+
+class Worker:
+    """A ``runjobs`` process: slot threads that claim and run, plus housekeeping."""
+
+    def __init__(
+        self,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        poll_interval: float | None = None,
+        shutdown_timeout: float | None = None,
+        scheduler: bool = True,
+        mode: str = "forever",
+    ) -> None:
+        settings = get_settings()
+        if mode not in ("forever", "once", "burst"):
+            raise ValueError(f"mode must be 'forever', 'once' or 'burst', got {mode!r}")
+        self.queues = list(queues) if queues else None
+        self.concurrency = concurrency or settings.CONCURRENCY
+        self.poll_interval = poll_interval if poll_interval is not None else settings.POLL_INTERVAL
+        self.shutdown_timeout = (
+            shutdown_timeout if shutdown_timeout is not None else settings.SHUTDOWN_TIMEOUT
+        )
+        self.scheduler = scheduler
+        self.mode = mode
+        self.lease = dt.timedelta(seconds=settings.LEASE)
+        self.prefetch = max(1, settings.PREFETCH)
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.stopping = threading.Event()
+        self.wake = threading.Event()
+        self._held: dict[int, HeldJob] = {}
+        self._held_lock = threading.Lock()
+        self._slots: list[threading.Thread] = []
+        self._signals = 0
+        self._cutoff: dt.datetime | None = None  # --once: only what was due at start
+
+    # lifecycle ------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Work until stopped (or, in once/burst mode, until nothing is due). Returns 0."""
+        self._install_signal_handlers()
+        self._use_persistent_connections()
+        logger.info(
+            "Worker %s starting: queues=%s concurrency=%s mode=%s",
+            self.id,
+            ",".join(self.queues) if self.queues else "all",
+            self.concurrency,
+            self.mode,
+        )
+        if not self._wait_for_database():
+            return 0
+        self._register()
+        if self.mode == "once":
+            self._cutoff = timezone.now()
+        self._with_database_retry(lambda: maintain(timezone.now(), scheduler=self.scheduler))
+        threading.Thread(target=self._heartbeat_loop, name="cronqueue-heartbeat", daemon=True).start()
+        if self.mode == "forever":
+            threading.Thread(target=self._listen_loop, name="cronqueue-listen", daemon=True).start()
+        for index in range(self.concurrency):
+            self._start_slot(index)
+        self._main_loop()
+        return self._shutdown()
+
+    def _main_loop(self) -> None:
+        while not self.stopping.is_set():
+            if self.mode != "forever" and not any(t.is_alive() for t in self._slots):
+                return
+            self.stopping.wait(self.poll_interval)
+            if self.stopping.is_set():
+                return
+            if self._with_database_retry(
+                lambda: maintain(timezone.now(), scheduler=self.scheduler)
+            ):
+                self.wake.set()
+
+    def _shutdown(self) -> int:
+        deadline = time.monotonic() + self.shutdown_timeout
+        for thread in self._slots:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        still_running = [thread.name for thread in self._slots if thread.is_alive()]
+        if still_running:
+            logger.warning(
+                "Worker %s: %s handler(s) still running after the shutdown timeout of %ss; "
+                "their leases will expire and the jobs will run again",
+                self.id,
+                len(still_running),
+                self.shutdown_timeout,
+            )
+        self._with_database_retry(self._unregister, attempts=1)
+        logger.info("Worker %s stopped", self.id)
+        return 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            logger.warning("Worker %s: second signal, exiting at once", self.id)
+            os._exit(1)
+        logger.info(
+            "Worker %s: got %s; finishing running jobs (up to %ss), send again to exit at once",
+            self.id,
+            signal.Signals(signum).name,
+            self.shutdown_timeout,
+        )
+        self.stop()
+
+    # slots ------------------------------------------------------------------------
+
+    def _start_slot(self, index: int) -> None:
+        thread = threading.Thread(
+            target=self._slot_loop, name=f"cronqueue-slot-{index}", daemon=True
+        )
+        self._slots.append(thread)
+        thread.start()
+
+    def _slot_loop(self) -> None:
+        failures = 0
+        try:
+            while not self.stopping.is_set():
+                try:
+                    close_old_connections()
+                    jobs = self._claim()
+                    failures = 0
+                except (DatabaseError, InterfaceError) as exc:
+                    failures += 1
+                    self._database_backoff(exc, failures)
+                    continue
+                if not jobs:
+                    if self.mode != "forever":
+                        return
+                    self.wake.wait(self.poll_interval)
+                    self.wake.clear()
+                    continue
+                self._run_held(jobs)
+        finally:
+            connections.close_all()
+
+    def _claim(self) -> list[ClaimedJob]:
+        now = timezone.now()
+        jobs = claim_due(
+            self._cutoff or now,
+            queues=self.queues,
+            limit=self.prefetch,
+            worker_id=self.id,
+            lease_until=now + self.lease,
+        )
+        with self._held_lock:
+            for job in jobs:
+                self._held[job.id] = HeldJob(job)
+        return jobs
+
+    def _run_held(self, jobs: list[ClaimedJob]) -> None:
+        for index, job in enumerate(jobs):
+            if self.stopping.is_set():
+                self._give_back(jobs[index:])
+                return
+            definition = registry.get(job.name)
+            timeout = definition.effective_timeout if definition else 0.0
+            with self._held_lock:
+                self._held[job.id].deadline = time.monotonic() + timeout
+            try:
+                run_claimed(job, timezone.now)
+            except (DatabaseError, InterfaceError) as exc:
+                # The handler ran but its completion could not be written; the lease
+                # will expire and the job runs again (at-least-once).
+                logger.error("Job %s #%s: could not record the outcome: %s", job.name, job.id, exc)
+            finally:
+                with self._held_lock:
+                    self._held.pop(job.id, None)
+                close_old_connections()
+
+    def _give_back(self, jobs: list[ClaimedJob]) -> None:
+        try:
+            released = lifecycle.release_unstarted(jobs)
+            logger.info("Worker %s: gave back %s unstarted job(s)", self.id, released)
+        except (DatabaseError, InterfaceError) as exc:
+            logger.warning("Worker %s: could not give back jobs (%s); leases will expire", self.id, exc)
+        with self._held_lock:
+            for job in jobs:
+                self._held.pop(job.id, None)
+
+    # heartbeat, listener, database ------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        interval = max(self.lease.total_seconds() / 3, 0.05)
+        while not self.stopping.wait(interval):
+            self._with_database_retry(self._beat, attempts=1)
+        connections.close_all()
+
+    def _beat(self) -> None:
+        now_monotonic = time.monotonic()
+        with self._held_lock:
+            renewable = [
+                job_id
+                for job_id, held in self._held.items()
+                if held.deadline is None or held.deadline > now_monotonic
+            ]
+        now = timezone.now()
+        lifecycle.renew_leases(self.id, renewable, until=now + self.lease)
+        WorkerRow.objects.using(database_alias()).filter(id=self.id).update(last_seen=now)
+        close_old_connections()
+
+    def _listen_loop(self) -> None:
+        alias = database_alias()
+        if connections[alias].vendor != "postgresql":
+            return
+        from .notify import listen
+
+        listen(alias, self.stopping, self.wake)
+
+    def _register(self) -> None:
+        def register() -> None:
+            WorkerRow.objects.using(database_alias()).update_or_create(
+                id=self.id,
+                defaults={
+                    "hostname": socket.gethostname()[:255],
+                    "pid": os.getpid(),
+                    "queues": self.queues or [],
+                    "concurrency": self.concurrency,
+                    "last_seen": timezone.now(),
+                },
+            )
+
+        self._with_database_retry(register)
+
+    def _unregister(self) -> None:
+        WorkerRow.objects.using(database_alias()).filter(id=self.id).delete()
+
+    def _wait_for_database(self) -> bool:
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                connections[database_alias()].ensure_connection()
+                if failures:
+                    logger.warning("Worker %s: database is reachable again", self.id)
+                return True
+            except (DatabaseError, InterfaceError) as exc:
+                failures += 1
+                self._database_backoff(exc, failures)
+        return False
+
+    def _with_database_retry(self, action: Callable[[], None], attempts: int = 3) -> bool:
+        for failure in range(1, attempts + 1):
+            try:
+                action()
+                return True
+            except (DatabaseError, InterfaceError) as exc:
+                self._database_backoff(exc, failure)
+        return False
+
+    def _database_backoff(self, exc: BaseException, failures: int) -> None:
+        delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1))
+        logger.error(
+            "Worker %s: database unavailable (%s: %s); retrying in %.1fs",
+            self.id,
+            type(exc).__name__,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+            delay,
+        )
+        connections.close_all()
+        self.stopping.wait(delay)
+
+    def _use_persistent_connections(self) -> None:
+        """A worker is long-lived: keep connections open between jobs (with health
+        checks) instead of reconnecting per job, unless CONN_MAX_AGE says otherwise."""
+        max_age = get_settings().WORKER_CONN_MAX_AGE
+        if max_age is None:
+            return
+        for alias in connections.settings:
+            config = connections.settings[alias]
+            if not config.get("CONN_MAX_AGE"):
+                config["CONN_MAX_AGE"] = max_age
+                config["CONN_HEALTH_CHECKS"] = True

@@ -1,0 +1,96 @@
+"""Settings for the test suite. CRONQUEUE_TEST_DB picks the database:
+``sqlite`` (default), ``postgres`` or ``mariadb``; the servers' addresses can be
+changed with the usual PG*/MYSQL_* style variables below."""
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_cronqueue",
+    "tests.testapp",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DB = os.environ.get("CRONQUEUE_TEST_DB", "sqlite")
+DB_NAME = os.environ.get("CRONQUEUE_TEST_DB_NAME", "cronqueue")
+
+if DB == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": DB_NAME,
+            "USER": os.environ.get("PGUSER", "postgres"),
+            "PASSWORD": os.environ.get("PGPASSWORD", ""),
+            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+            "PORT": os.environ.get("PGPORT", "5432"),
+            "TEST": {"NAME": f"test_{DB_NAME}"},
+        }
+    }
+elif DB == "mariadb":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": DB_NAME,
+            "USER": os.environ.get("MYSQL_USER", "root"),
+            "PASSWORD": os.environ.get("MYSQL_PASSWORD", ""),
+            "HOST": os.environ.get("MYSQL_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("MYSQL_PORT", "3306"),
+            "OPTIONS": {"charset": "utf8mb4"},
+            "TEST": {"NAME": f"test_{DB_NAME}", "CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"},
+        }
+    }
+elif DB == "sqlite":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            # A file, not :memory:, so that end-to-end tests' runjobs processes share it.
+            "NAME": str(BASE_DIR / f"{DB_NAME}.sqlite3"),
+            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+            "TEST": {"NAME": str(BASE_DIR / f"test_{DB_NAME}.sqlite3")},
+        }
+    }
+else:
+    raise RuntimeError(f"CRONQUEUE_TEST_DB must be sqlite, postgres or mariadb, not {DB!r}")
+
+CRONQUEUE = {"POLL_INTERVAL": 0.2}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_cronqueue": {"handlers": ["console"], "level": "INFO"}},
+}
