@@ -6,6 +6,7 @@ Every id is stable and documented in docs/reference/checks.md.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,9 @@ CHECK_ID = "django_cronqueue.{}"
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite int or float: inf would overflow the timedeltas built from it (None means
+    "forever" where that is allowed)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _is_int(value: Any) -> bool:
@@ -46,7 +49,7 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "CATCH_UP_WINDOW": ("E009", lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
     "DEFAULT_QUEUE": (
         "E011",
-        lambda v: isinstance(v, str) and 0 < len(v.strip()) and len(v) <= 100,
+        lambda v: isinstance(v, str) and len(v.strip()) > 0 and len(v) <= 100,
         "a non-empty string of at most 100 characters",
     ),
     "SHUTDOWN_TIMEOUT": ("E012", lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"),
@@ -99,7 +102,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 def _unknown_key(key: Any) -> CheckMessage:
     close = difflib.get_close_matches(str(key), sorted(KNOWN_KEYS), n=1)
-    hint = f"Did you mean {close[0]!r}?" if close else f"Known keys: {', '.join(sorted(KNOWN_KEYS))}."
+    hint = (
+        f"Did you mean {close[0]!r}?" if close else f"Known keys: {', '.join(sorted(KNOWN_KEYS))}."
+    )
     return Warning(
         f"CRONQUEUE has an unknown key {key!r}; it is ignored.",
         hint=hint,
@@ -137,7 +142,9 @@ def _check_lease(raw: dict[str, Any]) -> list[CheckMessage]:
 def check_database_version(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Runs only when a command asks for database checks (e.g. migrate)."""
     alias = user_settings().get("DATABASE", "default")
-    if not databases or alias not in databases or alias not in connections:
+    if not isinstance(alias, str) or not databases or alias not in databases:
+        return []
+    if alias not in connections:  # E010 reports an unknown alias
         return []
     connection = connections[alias]
     vendor = connection.vendor

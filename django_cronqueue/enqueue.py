@@ -20,7 +20,14 @@ from django.utils import timezone
 from .conf import database_alias, get_settings
 from .exceptions import InvalidPayload
 from .models import MAX_DEDUPE_KEY_LENGTH, Job, JobStatus
-from .registry import MAX_QUEUE_LENGTH, JobDefinition, registry
+from .registry import (
+    MAX_PRIORITY,
+    MAX_QUEUE_LENGTH,
+    MIN_PRIORITY,
+    JobDefinition,
+    is_priority,
+    registry,
+)
 
 NOTIFY_CHANNEL = "django_cronqueue"
 DEDUPE_ATTEMPTS = 5
@@ -160,7 +167,7 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
                 f"Job {name!r}: payload key {key!r} is a {type(key).__name__}; keys must be "
                 "strings (they are the handler's keyword arguments)."
             )
-        problem = json_problem(value, key)
+        problem = _text_problem(key, f"payload key {key!r}") or json_problem(value, key)
         if problem:
             raise InvalidPayload(f"Job {name!r}: {problem}")
     _check_binds(definition, payload)
@@ -184,12 +191,7 @@ def json_problem(value: Any, path: str) -> str | None:
             return None
         return f"payload key {path!r} holds {value!r}, which JSON cannot represent."
     if isinstance(value, str):
-        if "\x00" in value:
-            return (
-                f"payload key {path!r} holds a string with a NUL character (\\x00), which "
-                "databases reject in text; remove it or encode the data (e.g. base64)."
-            )
-        return None
+        return _text_problem(value, f"payload key {path!r} holds a string that")
     if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             problem = json_problem(item, f"{path}[{index}]")
@@ -200,7 +202,9 @@ def json_problem(value: Any, path: str) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"payload key {path!r} holds a dict with a non-string key {key!r}."
-            problem = json_problem(item, f"{path}.{key}")
+            problem = _text_problem(key, f"payload key {path!r} holds a key that") or json_problem(
+                item, f"{path}.{key}"
+            )
             if problem:
                 return problem
         return None
@@ -209,6 +213,20 @@ def json_problem(value: Any, path: str) -> str | None:
         "not JSON. Pass plain JSON values: an id instead of a model instance, an ISO 8601 "
         "string instead of a datetime, a list instead of a set."
     )
+
+
+def _text_problem(text: str, what: str) -> str | None:
+    """Why a string (a value or a key) cannot be stored in the database, or None."""
+    if "\x00" in text:
+        return (
+            f"{what} contains a NUL character (\\x00), which databases reject in text; "
+            "remove it or encode the data (e.g. base64)."
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{what} contains a lone surrogate, which is not valid UTF-8."
+    return None
 
 
 def _short_repr(value: Any) -> str:
@@ -269,8 +287,11 @@ def check_queue(definition: JobDefinition, queue: str | None) -> str:
 def check_priority(definition: JobDefinition, priority: int | None) -> int:
     if priority is None:
         return definition.priority
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise ValueError(f"Job {definition.name!r}: priority= must be an integer, got {priority!r}.")
+    if not is_priority(priority):
+        raise ValueError(
+            f"Job {definition.name!r}: priority= must be an integer from {MIN_PRIORITY} to "
+            f"{MAX_PRIORITY}, got {priority!r}."
+        )
     return priority
 
 
@@ -314,10 +335,11 @@ def resolve_run_at(
         return now
     if isinstance(delay, dt.timedelta):
         return now + delay
-    if isinstance(delay, (int, float)) and not isinstance(delay, bool):
+    if isinstance(delay, (int, float)) and not isinstance(delay, bool) and math.isfinite(delay):
         return now + dt.timedelta(seconds=delay)
     raise ValueError(
-        f"Job {definition.name!r}: delay= must be a timedelta or seconds, got {delay!r}."
+        f"Job {definition.name!r}: delay= must be a timedelta or a finite number of seconds, "
+        f"got {delay!r}."
     )
 
 

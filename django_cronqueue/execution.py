@@ -44,7 +44,7 @@ def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, str]:
     started = time.monotonic()
     try:
         result = call_handler(definition, job, clock)
-    except BaseException as exc:  # noqa: BLE001 - a handler must never take the worker down
+    except BaseException as exc:
         duration = time.monotonic() - started
         outcome = lifecycle.complete_failure(job, exc, now=clock(), definition=definition)
         log = logger.error if outcome == Outcome.FAILED else logger.warning

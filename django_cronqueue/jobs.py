@@ -47,7 +47,12 @@ def enqueue(
     from .enqueue import enqueue as _enqueue
 
     return _enqueue(
-        job, payload, run_at=run_at, delay=delay, dedupe_key=dedupe_key, priority=priority,
+        job,
+        payload,
+        run_at=run_at,
+        delay=delay,
+        dedupe_key=dedupe_key,
+        priority=priority,
         queue=queue,
     )
 
@@ -72,4 +77,3 @@ def tick(now: dt.datetime | None = None, queues: Sequence[str] | None = None) ->
     from .worker import tick as _tick
 
     return _tick(now=now, queues=queues)
-

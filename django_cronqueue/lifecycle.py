@@ -39,13 +39,17 @@ def _jobs() -> Any:
 
 def complete_success(job: ClaimedJob, *, now: dt.datetime, result: Any = None) -> bool:
     """running -> succeeded, only if this claim still holds the lease."""
-    updated = _jobs().filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token).update(
-        status=JobStatus.SUCCEEDED,
-        finished_at=now,
-        locked_until=None,
-        lock_token=None,
-        active_dedupe_key=None,
-        result=result,
+    updated = (
+        _jobs()
+        .filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
+        .update(
+            status=JobStatus.SUCCEEDED,
+            finished_at=now,
+            locked_until=None,
+            lock_token=None,
+            active_dedupe_key=None,
+            result=result,
+        )
     )
     if not updated:
         _log_discarded(job, "success")
@@ -192,7 +196,9 @@ def _recover_one(row: dict[str, Any], now: dt.datetime) -> int:
     return 1
 
 
-def _lease_lost_message(row: dict[str, Any], definition: JobDefinition | None, now: dt.datetime) -> str:
+def _lease_lost_message(
+    row: dict[str, Any], definition: JobDefinition | None, now: dt.datetime
+) -> str:
     attempt = f"attempt {row['attempts']} of {row['max_attempts']}"
     started = row["started_at"]
     if definition is not None and started is not None:

@@ -44,14 +44,15 @@ class Job(models.Model):
     scheduled_for = models.DateTimeField(
         null=True, blank=True, help_text="The cron occurrence this row runs."
     )
-    dedupe_key = models.CharField(max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True)
+    # NULL, not "", means "no key": NULLs never collide in the unique constraints below.
+    dedupe_key = models.CharField(max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True)  # noqa: DJ001
     # The dedupe key while the job is pending or running, NULL once it ends. A plain
     # unique constraint on it works on every vendor (MariaDB has no partial indexes).
-    active_dedupe_key = models.CharField(
+    active_dedupe_key = models.CharField(  # noqa: DJ001
         max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True, editable=False
     )
     locked_until = models.DateTimeField(null=True, blank=True, help_text="Lease expiry.")
-    lock_token = models.CharField(max_length=32, null=True, blank=True, editable=False)
+    lock_token = models.CharField(max_length=32, null=True, blank=True, editable=False)  # noqa: DJ001
     worker_id = models.CharField(max_length=100, blank=True, default="", help_text="Lease holder.")
     last_error = models.TextField(blank=True, default="")
     traceback = models.TextField(blank=True, default="")
@@ -66,7 +67,9 @@ class Job(models.Model):
         indexes = [
             # The claim query: WHERE status = 'pending' AND run_at <= now
             # ORDER BY priority DESC, run_at, id.
-            models.Index(fields=["status", "-priority", "run_at", "id"], name="cronqueue_job_claim"),
+            models.Index(
+                fields=["status", "-priority", "run_at", "id"], name="cronqueue_job_claim"
+            ),
             # Expired leases: WHERE status = 'running' AND locked_until < now.
             models.Index(fields=["status", "locked_until"], name="cronqueue_job_lease"),
             # Pruning: WHERE status = 'succeeded' AND finished_at < cutoff.

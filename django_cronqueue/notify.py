@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -36,7 +37,5 @@ def listen(alias: str, stopping: threading.Event, wake: threading.Event) -> None
             logger.warning("LISTEN connection lost (%s); reconnecting", exc)
             stopping.wait(RECONNECT_DELAY)
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 wrapper.close()
-            except Exception:
-                pass

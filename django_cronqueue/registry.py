@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 MAX_NAME_LENGTH = 200
 MAX_QUEUE_LENGTH = 100
+# Job.priority is an IntegerField: a 32-bit signed integer on every vendor.
+MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
 
 OnFailed = Callable[["Job", BaseException], Any]
 
@@ -192,14 +195,18 @@ def validate_common_options(
         fail("retries", f"must be an integer >= 0 (0 means a single attempt), got {retries!r}")
     if not callable(backoff):
         fail("backoff", f"must be a callable attempt -> seconds, got {backoff!r}")
-    if timeout is not None and (not _is_number(timeout) or timeout <= 0):
-        fail("timeout", f"must be a number of seconds > 0, got {timeout!r}")
+    if timeout is not None and (not _is_finite(timeout) or timeout <= 0):
+        fail("timeout", f"must be a finite number of seconds > 0, got {timeout!r}")
     if queue is not None and (not isinstance(queue, str) or not queue.strip()):
         fail("queue", f"must be a non-empty string, got {queue!r}")
     if isinstance(queue, str) and len(queue) > MAX_QUEUE_LENGTH:
         fail("queue", f"is {len(queue)} characters long; the limit is {MAX_QUEUE_LENGTH}")
-    if not _is_int(priority):
-        fail("priority", f"must be an integer (higher runs first), got {priority!r}")
+    if not is_priority(priority):
+        fail(
+            "priority",
+            f"must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY} (higher runs first), "
+            f"got {priority!r}",
+        )
     if on_failed is not None and not callable(on_failed):
         fail("on_failed", f"must be a callable (job, exc) -> None, got {on_failed!r}")
 
@@ -208,8 +215,12 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _is_finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_priority(value: Any) -> bool:
+    return _is_int(value) and MIN_PRIORITY <= value <= MAX_PRIORITY
 
 
 def job(

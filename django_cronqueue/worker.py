@@ -205,7 +205,9 @@ class Worker:
         if self.mode == "once":
             self._cutoff = timezone.now()
         self._with_database_retry(lambda: maintain(timezone.now(), scheduler=self.scheduler))
-        threading.Thread(target=self._heartbeat_loop, name="cronqueue-heartbeat", daemon=True).start()
+        threading.Thread(
+            target=self._heartbeat_loop, name="cronqueue-heartbeat", daemon=True
+        ).start()
         if self.mode == "forever":
             threading.Thread(target=self._listen_loop, name="cronqueue-listen", daemon=True).start()
         for index in range(self.concurrency):
@@ -335,7 +337,9 @@ class Worker:
             released = lifecycle.release_unstarted(jobs)
             logger.info("Worker %s: gave back %s unstarted job(s)", self.id, released)
         except (DatabaseError, InterfaceError) as exc:
-            logger.warning("Worker %s: could not give back jobs (%s); leases will expire", self.id, exc)
+            logger.warning(
+                "Worker %s: could not give back jobs (%s); leases will expire", self.id, exc
+            )
         with self._held_lock:
             for job in jobs:
                 self._held.pop(job.id, None)

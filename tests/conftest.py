@@ -9,4 +9,3 @@ def _reset_worker_state():
     from django_cronqueue import worker
 
     worker._last_prune = None
-    yield

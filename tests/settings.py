@@ -2,6 +2,7 @@
 ``sqlite`` (default), ``postgres`` or ``mariadb``; the servers' addresses can be
 changed with the usual PG*/MYSQL_* style variables below."""
 
+import json
 import os
 from pathlib import Path
 
@@ -87,6 +88,10 @@ else:
     raise RuntimeError(f"CRONQUEUE_TEST_DB must be sqlite, postgres or mariadb, not {DB!r}")
 
 CRONQUEUE = {"POLL_INTERVAL": 0.2}
+# End-to-end tests start runjobs processes on the test database with extra settings.
+CRONQUEUE.update(json.loads(os.environ.get("CRONQUEUE_TEST_SETTINGS", "{}")))
+if os.environ.get("CRONQUEUE_TEST_DB_EXACT_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["CRONQUEUE_TEST_DB_EXACT_NAME"]
 
 LOGGING = {
     "version": 1,

@@ -213,8 +213,6 @@ def claim_returning(
         f") RETURNING {RETURNED_COLUMNS}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(
-            sql, adapt(connection, [*claim_set_params(request), *params, request.limit])
-        )
+        cursor.execute(sql, adapt(connection, [*claim_set_params(request), *params, request.limit]))
         rows = cursor.fetchall()
     return [row_to_job(row, request.token, claimed=True) for row in rows]

@@ -26,3 +26,54 @@ def always_fails(reason: str = "boom") -> None:
 @jobs.job
 def noop() -> None:
     return None
+
+
+@jobs.job(retries=3, backoff=lambda attempt: 0)
+def slow_record(key: str, seconds: float) -> None:
+    """Sleeps, then records: a run killed mid-way leaves no side effect."""
+    time.sleep(seconds)
+    SideEffect.objects.create(key=key, pid=os.getpid())
+
+
+@jobs.job(concurrency=2)
+def capped(key: str) -> None:
+    SideEffect.objects.create(key=key, pid=os.getpid())
+
+
+@jobs.job
+async def async_record(key: str) -> str:
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(SideEffect.objects.create)(key=key, pid=os.getpid())
+    return key
+
+
+FAILURES_SEEN: list[tuple[int, str]] = []
+
+
+def remember_failure(job, exc) -> None:
+    FAILURES_SEEN.append((job.pk, type(exc).__name__))
+
+
+@jobs.job(retries=1, backoff=lambda attempt: 0, on_failed=remember_failure)
+def fails_with_hook() -> None:
+    raise ValueError("always")
+
+
+def broken_hook(job, exc) -> None:
+    raise RuntimeError("the hook itself is broken")
+
+
+@jobs.job(retries=0, on_failed=broken_hook)
+def fails_with_broken_hook() -> None:
+    raise ValueError("always")
+
+
+@jobs.job(retries=0)
+def exits() -> None:
+    raise SystemExit(3)
+
+
+@jobs.job(retries=0)
+def returns_value(value: int) -> dict:
+    return {"doubled": value * 2}

@@ -11,9 +11,15 @@ class SideEffect(models.Model):
     class Meta:
         app_label = "testapp"
 
+    def __str__(self) -> str:
+        return self.key
+
 
 class Note(models.Model):
     text = models.CharField(max_length=100)
 
     class Meta:
         app_label = "testapp"
+
+    def __str__(self) -> str:
+        return self.text

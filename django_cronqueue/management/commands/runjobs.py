@@ -18,26 +18,39 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--queue", action="append", dest="queues", metavar="Q",
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="Q",
             help="Only claim jobs of this queue (repeatable). Default: every queue.",
         )
         parser.add_argument(
-            "--concurrency", type=int, metavar="N",
-            help="Handler threads, each with its own connection. Default: CRONQUEUE['CONCURRENCY'].",
+            "--concurrency",
+            type=int,
+            metavar="N",
+            help="Handler threads, each with its own connection. "
+            "Default: CRONQUEUE['CONCURRENCY'].",
         )
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--once", action="store_true", help="Run one tick, then exit.")
-        mode.add_argument("--burst", action="store_true", help="Run until nothing is due, then exit.")
+        mode.add_argument(
+            "--burst", action="store_true", help="Run until nothing is due, then exit."
+        )
         parser.add_argument(
-            "--no-scheduler", action="store_true",
+            "--no-scheduler",
+            action="store_true",
             help="Do not materialize cron occurrences in this process.",
         )
         parser.add_argument(
-            "--poll-interval", type=positive_float, metavar="S",
+            "--poll-interval",
+            type=positive_float,
+            metavar="S",
             help="Seconds between polls when idle. Default: CRONQUEUE['POLL_INTERVAL'].",
         )
         parser.add_argument(
-            "--shutdown-timeout", type=float, metavar="S",
+            "--shutdown-timeout",
+            type=float,
+            metavar="S",
             help="Seconds running handlers get to finish after SIGTERM/SIGINT. "
             "Default: CRONQUEUE['SHUTDOWN_TIMEOUT'].",
         )

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BrokenJobsAppConfig(AppConfig):
+    name = "tests.broken_jobs_app"
+    label = "broken_jobs"

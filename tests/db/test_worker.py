@@ -1,0 +1,323 @@
+"""jobs.tick() and the lifecycle on a real database (SQLite, PostgreSQL or MariaDB)."""
+
+import datetime as dt
+import logging
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from django_cronqueue import jobs, lifecycle
+from django_cronqueue.models import Job
+from django_cronqueue.worker import claim_due
+from tests.factories import JobFactory
+from tests.testapp import jobs as test_jobs
+from tests.testapp.models import SideEffect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def keys():
+    return list(SideEffect.objects.order_by("id").values_list("key", flat=True))
+
+
+def test_tick_runs_due_jobs_in_priority_then_run_at_then_id_order():
+    now = timezone.now()
+    JobFactory(payload={"key": "late-low"}, run_at=now - dt.timedelta(seconds=1))
+    JobFactory(payload={"key": "early-low"}, run_at=now - dt.timedelta(seconds=5))
+    JobFactory(payload={"key": "high"}, priority=10, run_at=now)
+    JobFactory(payload={"key": "same-time-a"}, run_at=now - dt.timedelta(seconds=3))
+    JobFactory(payload={"key": "same-time-b"}, run_at=now - dt.timedelta(seconds=3))
+    result = jobs.tick(now=now)
+    assert result == jobs.TickResult(claimed=5, ran=5, failed=0)
+    assert keys() == ["high", "early-low", "same-time-a", "same-time-b", "late-low"]
+
+
+def test_tick_leaves_future_jobs_alone():
+    now = timezone.now()
+    future = JobFactory(payload={"key": "x"}, run_at=now + dt.timedelta(minutes=5))
+    assert jobs.tick(now=now).claimed == 0
+    assert jobs.tick(now=now + dt.timedelta(minutes=6)).ran == 1
+    future.refresh_from_db()
+    assert future.status == "succeeded"
+
+
+def test_rows_of_names_no_code_defines_are_never_claimed():
+    for name in ("os.system", "builtins.eval", "shop.removed_job"):
+        JobFactory(name=name, payload={"command": "touch /tmp/pwned"})
+    assert jobs.tick().claimed == 0
+    assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_queues_filter_claims_only_those_queues():
+    JobFactory(payload={"key": "emails"}, queue="emails")
+    JobFactory(payload={"key": "default"})
+    assert jobs.tick(queues=["emails"]).claimed == 1
+    assert keys() == ["emails"]
+
+
+def test_success_records_timestamps_result_and_clears_the_lease():
+    job = jobs.enqueue(test_jobs.returns_value, {"value": 21})
+    now = timezone.now()
+    jobs.tick(now=now)
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+    assert job.attempts == 1
+    assert job.result == {"doubled": 42}
+    assert job.started_at == now and job.finished_at == now
+    assert job.locked_until is None and job.lock_token is None
+
+
+def test_failures_retry_until_attempts_run_out_then_fail():
+    job = jobs.enqueue(test_jobs.always_fails, {"reason": "nope"})  # retries=2, backoff 0
+    now = timezone.now()
+    for attempt, status in [(1, "pending"), (2, "pending"), (3, "failed")]:
+        result = jobs.tick(now=now)
+        assert result == jobs.TickResult(claimed=1, ran=0, failed=1)
+        job.refresh_from_db()
+        assert (job.attempts, job.status) == (attempt, status)
+    assert job.last_error == "RuntimeError: nope"
+    assert "Traceback" in job.traceback and "RuntimeError: nope" in job.traceback
+    assert job.finished_at == now
+    assert jobs.tick(now=now).claimed == 0
+
+
+def test_default_backoff_is_exponential_with_jitter():
+    @jobs.job(name="tests.flaky_default_backoff")
+    def flaky() -> None:
+        raise RuntimeError("x")
+
+    try:
+        job = jobs.enqueue(flaky)
+        now = timezone.now()
+        expected = [1, 2, 4]
+        for delay in expected:
+            jobs.tick(now=now)
+            job.refresh_from_db()
+            waited = (job.run_at - now).total_seconds()
+            assert delay * 0.8 <= waited <= delay * 1.2
+            now = job.run_at
+    finally:
+        from django_cronqueue.registry import registry
+
+        registry.unregister("tests.flaky_default_backoff")
+
+
+def test_on_failed_is_called_once_after_the_final_attempt():
+    test_jobs.FAILURES_SEEN.clear()
+    job = jobs.enqueue(test_jobs.fails_with_hook)
+    jobs.tick()
+    assert test_jobs.FAILURES_SEEN == []
+    jobs.tick()
+    jobs.tick()
+    assert test_jobs.FAILURES_SEEN == [(job.pk, "ValueError")]
+
+
+def test_errors_of_on_failed_are_logged_not_raised(caplog):
+    job = jobs.enqueue(test_jobs.fails_with_broken_hook)
+    with caplog.at_level(logging.ERROR, logger="django_cronqueue"):
+        assert jobs.tick().failed == 1
+    job.refresh_from_db()
+    assert job.status == "failed"
+    assert "on_failed of job testapp.fails_with_broken_hook" in caplog.text
+
+
+def test_system_exit_in_a_handler_is_a_failure_not_an_exit():
+    job = jobs.enqueue(test_jobs.exits)
+    assert jobs.tick().failed == 1
+    job.refresh_from_db()
+    assert job.status == "failed"
+    assert job.last_error == "SystemExit: 3"
+
+
+def test_async_handlers_run_to_completion():
+    job = jobs.enqueue(test_jobs.async_record, {"key": "async"})
+    assert jobs.tick().ran == 1
+    job.refresh_from_db()
+    assert job.status == "succeeded" and job.result == "async"
+    assert keys() == ["async"]
+
+
+def test_concurrency_cap_limits_running_rows_of_a_name():
+    for index in range(5):
+        jobs.enqueue(test_jobs.capped, {"key": f"c{index}"})
+    now = timezone.now()
+    first = claim_due(now, queues=None, limit=10, worker_id="w1")
+    assert len(first) == 2
+    assert claim_due(now, queues=None, limit=10, worker_id="w2") == []
+    lifecycle.complete_success(first[0], now=now)
+    third = claim_due(now, queues=None, limit=10, worker_id="w2")
+    assert len(third) == 1
+    assert Job.objects.filter(status="running").count() == 2
+
+
+def test_a_capped_name_at_its_cap_does_not_starve_other_jobs():
+    for index in range(3):
+        jobs.enqueue(test_jobs.capped, {"key": f"c{index}"}, priority=100)
+    jobs.enqueue(test_jobs.record, {"key": "other"})
+    now = timezone.now()
+    assert len(claim_due(now, queues=None, limit=2, worker_id="w1")) == 2
+    claimed = claim_due(now, queues=None, limit=2, worker_id="w2")
+    assert [job.name for job in claimed] == ["testapp.record"]
+
+
+def test_completion_is_guarded_by_the_lease_token():
+    job = jobs.enqueue(test_jobs.record, {"key": "k"})
+    now = timezone.now()
+    [first_claim] = claim_due(now, queues=None, limit=1, worker_id="w1")
+    # The lease expires and another worker claims the job again.
+    later = now + dt.timedelta(minutes=5)
+    lifecycle.recover_expired_leases(later)
+    [second_claim] = claim_due(later, queues=None, limit=1, worker_id="w2")
+    assert second_claim.attempts == 2
+    assert lifecycle.complete_success(first_claim, now=later) is False
+    assert (
+        lifecycle.complete_failure(first_claim, RuntimeError("late"), now=later, definition=None)
+        == "discarded"
+    )
+    job.refresh_from_db()
+    assert (job.status, job.worker_id) == ("running", "w2")
+    assert lifecycle.complete_success(second_claim, now=later) is True
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+
+
+def test_expired_lease_sends_the_job_back_to_pending_due_at_once():
+    job = jobs.enqueue(test_jobs.record, {"key": "k"})
+    now = timezone.now()
+    claim_due(now, queues=None, limit=1, worker_id="crashed-worker")
+    later = now + dt.timedelta(seconds=31)
+    result = jobs.tick(now=later)
+    assert result.claimed == 1 and result.ran == 1
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+    assert job.attempts == 2
+    assert "lease lost" in job.last_error and "crashed-worker" in job.last_error
+
+
+def test_expired_lease_of_the_last_attempt_fails_the_job_and_calls_on_failed():
+    test_jobs.FAILURES_SEEN.clear()
+    job = jobs.enqueue(test_jobs.fails_with_hook)  # retries=1: two attempts
+    now = timezone.now()
+    jobs.tick(now=now)  # attempt 1 fails
+    claim_due(now, queues=None, limit=1, worker_id="dies")  # attempt 2 is lost
+    lifecycle.recover_expired_leases(now + dt.timedelta(minutes=1))
+    job.refresh_from_db()
+    assert job.status == "failed"
+    assert "lease lost" in job.last_error
+    assert test_jobs.FAILURES_SEEN == [(job.pk, "LeaseLost")]
+
+
+def test_lease_past_timeout_is_reported_as_a_timeout():
+    job = jobs.enqueue(test_jobs.slow_record, {"key": "k", "seconds": 0})
+    now = timezone.now()
+    claim_due(now, queues=None, limit=1, worker_id="w")
+    lifecycle.recover_expired_leases(now + dt.timedelta(seconds=120))  # timeout is 60 s
+    job.refresh_from_db()
+    assert job.status == "pending"
+    assert "timed out" in job.last_error
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 3600, "FAILED_RETENTION": 7200})
+def test_pruning_deletes_only_finished_rows_past_retention():
+    now = timezone.now()
+    old, recent = now - dt.timedelta(hours=3), now - dt.timedelta(minutes=30)
+    doomed = [
+        JobFactory(status="succeeded", finished_at=old),
+        JobFactory(status="failed", finished_at=old),
+        JobFactory(status="cancelled", finished_at=old),
+    ]
+    kept = [
+        JobFactory(status="succeeded", finished_at=recent),
+        JobFactory(status="failed", finished_at=now - dt.timedelta(hours=1)),
+        JobFactory(status="pending", created_at=old, run_at=now + dt.timedelta(days=1)),
+        JobFactory(status="running", created_at=old, locked_until=now + dt.timedelta(minutes=1)),
+    ]
+    jobs.tick(now=now)
+    remaining = set(Job.objects.values_list("id", flat=True))
+    assert remaining == {job.id for job in kept}
+    assert not remaining & {job.id for job in doomed}
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "PRUNE_BATCH_SIZE": 7})
+def test_pruning_works_in_batches():
+    old = timezone.now() - dt.timedelta(hours=1)
+    JobFactory.create_batch(30, status="succeeded", finished_at=old)
+    assert lifecycle.prune(timezone.now()) == 30
+    assert Job.objects.count() == 0
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": None})
+def test_retention_none_keeps_rows_forever():
+    JobFactory(status="succeeded", finished_at=timezone.now() - dt.timedelta(days=3650))
+    jobs.tick()
+    assert Job.objects.count() == 1
+
+
+def test_pruning_runs_hourly():
+    now = timezone.now()
+    with override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60}):
+        jobs.tick(now=now)
+        JobFactory(status="succeeded", finished_at=now - dt.timedelta(hours=1))
+        jobs.tick(now=now + dt.timedelta(minutes=30))
+        assert Job.objects.count() == 1
+        jobs.tick(now=now + dt.timedelta(minutes=61))
+        assert Job.objects.count() == 0
+
+
+def test_release_unstarted_undoes_the_claim():
+    job = jobs.enqueue(test_jobs.record, {"key": "k"})
+    claimed = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
+    assert lifecycle.release_unstarted(claimed) == 1
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.lock_token, job.worker_id) == ("pending", 0, None, "")
+
+
+def test_retry_cancel_and_run_now():
+    failed = jobs.enqueue(test_jobs.always_fails)
+    for _ in range(3):
+        jobs.tick()
+    failed.refresh_from_db()
+    assert failed.status == "failed"
+    assert failed.retry() is True
+    failed.refresh_from_db()
+    assert (failed.status, failed.attempts, failed.finished_at) == ("pending", 0, None)
+    assert failed.retry() is False  # pending: nothing to retry
+
+    later = jobs.enqueue(test_jobs.record, {"key": "later"}, delay=dt.timedelta(hours=1))
+    assert later.run_now() is True
+    later.refresh_from_db()
+    assert later.run_at <= timezone.now()
+
+    assert later.cancel(reason="not needed") is True
+    later.refresh_from_db()
+    assert (later.status, later.last_error) == ("cancelled", "not needed")
+    assert later.cancel() is False
+    assert later.run_now() is False
+    assert later.retry() is True
+    assert jobs.tick().claimed == 2
+
+
+def test_retry_of_a_job_whose_dedupe_key_is_taken_again_is_refused():
+    first = jobs.enqueue(test_jobs.record, {"key": "a"}, dedupe_key="same")
+    first.cancel()
+    second = jobs.enqueue(test_jobs.record, {"key": "b"}, dedupe_key="same")
+    assert second.pk != first.pk
+    assert first.retry() is False
+    first.refresh_from_db()
+    assert first.status == "cancelled"
+
+
+def test_tick_needs_an_aware_now():
+    with pytest.raises(ValueError, match="aware"):
+        jobs.tick(now=dt.datetime(2026, 1, 1))
+
+
+def test_status_strings_are_the_documented_ones():
+    assert [choice for choice, _ in Job.Status.choices] == [
+        "pending",
+        "running",
+        "succeeded",
+        "failed",
+        "cancelled",
+    ]

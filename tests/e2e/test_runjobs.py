@@ -1,0 +1,129 @@
+"""End-to-end: real ``runjobs`` processes on a real database."""
+
+import os
+import signal
+import time
+
+import pytest
+from django.db import connection
+from django.db.models import Count
+
+from django_cronqueue import jobs
+from django_cronqueue.models import Job, Worker
+from tests.testapp import jobs as test_jobs
+from tests.testapp.models import SideEffect
+
+from .conftest import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def test_four_burst_workers_run_each_of_2000_jobs_exactly_once(runjobs):
+    count = 2000 if connection.vendor != "sqlite" else 500
+    jobs.enqueue_many(test_jobs.record, [{"key": f"job-{i}"} for i in range(count)])
+    workers = [runjobs.start("--burst", "--concurrency", "2") for _ in range(4)]
+    for index, worker in enumerate(workers):
+        assert worker.wait(180) == 0, runjobs.log(index)
+    assert Job.objects.filter(status="succeeded").count() == count
+    assert SideEffect.objects.count() == count
+    duplicated = (
+        SideEffect.objects.values("key").annotate(runs=Count("id")).filter(runs__gt=1).count()
+    )
+    assert duplicated == 0
+    assert SideEffect.objects.values("pid").distinct().count() > 1  # the work was shared
+    assert set(Job.objects.values_list("attempts", flat=True)) == {1}
+
+
+def test_a_job_whose_worker_is_killed_runs_again_after_its_lease_expires(runjobs):
+    job = jobs.enqueue(test_jobs.slow_record, {"key": "survivor", "seconds": 2})
+    settings = {"LEASE": 2, "POLL_INTERVAL": 0.2}
+    doomed = runjobs.start(settings=settings)
+    wait_until(lambda: Job.objects.filter(pk=job.pk, status="running").exists())
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(10)
+    job.refresh_from_db()
+    assert job.status == "running"  # the crash left the row claimed ...
+    assert not SideEffect.objects.exists()
+
+    rescuer = runjobs.start(settings=settings)
+    wait_until(lambda: Job.objects.filter(pk=job.pk, status="succeeded").exists(), timeout=30)
+    rescuer.send_signal(signal.SIGTERM)
+    assert rescuer.wait(30) == 0
+    job.refresh_from_db()
+    assert job.attempts == 2
+    assert "lease lost" in job.last_error
+    assert list(SideEffect.objects.values_list("key", "pid")) == [("survivor", rescuer.pid)]
+
+
+def test_sigterm_lets_the_running_handler_finish_gives_back_the_rest_and_exits_0(runjobs):
+    slow = [
+        jobs.enqueue(test_jobs.slow_record, {"key": f"slow-{i}", "seconds": 1.5}) for i in range(3)
+    ]
+    worker = runjobs.start(
+        "--shutdown-timeout", "20", settings={"PREFETCH": 3, "POLL_INTERVAL": 0.2}
+    )
+    wait_until(lambda: Job.objects.filter(status="running").count() == 3)
+    time.sleep(0.3)  # the first handler is under way
+    started = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, runjobs.log(0)
+    assert time.monotonic() - started < 20
+    statuses = {job.pk: Job.objects.get(pk=job.pk) for job in slow}
+    assert statuses[slow[0].pk].status == "succeeded"
+    for job in slow[1:]:
+        row = statuses[job.pk]
+        assert (row.status, row.attempts, row.lock_token) == ("pending", 0, None)
+    assert list(SideEffect.objects.values_list("key", flat=True)) == ["slow-0"]
+    assert not Worker.objects.exists()  # the worker unregistered itself
+
+
+def test_a_second_signal_exits_at_once(runjobs):
+    jobs.enqueue(test_jobs.slow_record, {"key": "long", "seconds": 30})
+    worker = runjobs.start("--shutdown-timeout", "60")
+    wait_until(lambda: Job.objects.filter(status="running").exists())
+    worker.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) != 0
+
+
+def test_once_runs_what_is_due_and_exits(runjobs):
+    for i in range(5):
+        jobs.enqueue(test_jobs.record, {"key": f"once-{i}"})
+    worker = runjobs.start("--once")
+    assert worker.wait(60) == 0, runjobs.log(0)
+    assert SideEffect.objects.count() == 5
+
+
+def test_queue_option_limits_the_worker_to_its_queues(runjobs):
+    jobs.enqueue(test_jobs.record, {"key": "mail"}, queue="emails")
+    jobs.enqueue(test_jobs.record, {"key": "other"}, queue="reports")
+    worker = runjobs.start("--burst", "--queue", "emails", "--queue", "sms")
+    assert worker.wait(60) == 0, runjobs.log(0)
+    assert list(SideEffect.objects.values_list("key", flat=True)) == ["mail"]
+
+
+def test_an_idle_worker_picks_up_a_new_job_without_waiting_for_a_long_poll(runjobs):
+    worker = runjobs.start("--poll-interval", "5" if connection.vendor == "postgresql" else "0.2")
+    wait_until(lambda: Worker.objects.exists())
+    time.sleep(0.5)
+    enqueued = time.monotonic()
+    jobs.enqueue(test_jobs.record, {"key": "wake"})
+    wait_until(lambda: SideEffect.objects.exists(), timeout=10, interval=0.01)
+    waited = time.monotonic() - enqueued
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    # On PostgreSQL LISTEN/NOTIFY wakes it long before the 5 s poll.
+    assert waited < (2.0 if connection.vendor == "postgresql" else 3.0)
+
+
+def test_worker_registers_a_heartbeat_row(runjobs):
+    worker = runjobs.start(settings={"LEASE": 1})
+    row = wait_until(lambda: Worker.objects.first())
+    assert row.pid == worker.pid
+    first_seen = row.last_seen
+    wait_until(lambda: Worker.objects.get(pk=row.pk).last_seen > first_seen, timeout=10)
+    worker.send_signal(signal.SIGINT)
+    assert worker.wait(30) == 0
+    assert not Worker.objects.filter(pk=row.pk).exists()
+    assert os.getpid() != worker.pid
