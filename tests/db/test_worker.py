@@ -110,7 +110,7 @@ def test_on_failed_is_called_once_after_the_final_attempt():
     assert test_jobs.FAILURES_SEEN == []
     jobs.tick()
     jobs.tick()
-    assert test_jobs.FAILURES_SEEN == [(job.pk, "ValueError")]
+    assert [(job.pk, "ValueError")] == test_jobs.FAILURES_SEEN
 
 
 def test_errors_of_on_failed_are_logged_not_raised(caplog):
@@ -205,7 +205,7 @@ def test_expired_lease_of_the_last_attempt_fails_the_job_and_calls_on_failed():
     job.refresh_from_db()
     assert job.status == "failed"
     assert "lease lost" in job.last_error
-    assert test_jobs.FAILURES_SEEN == [(job.pk, "LeaseLost")]
+    assert [(job.pk, "LeaseLost")] == test_jobs.FAILURES_SEEN
 
 
 def test_lease_past_timeout_is_reported_as_a_timeout():
