@@ -1,6 +1,7 @@
 """The public API: ``from django_cronqueue import jobs``.
 
-``jobs.job``, ``jobs.enqueue``, ``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``,
+``jobs.job``, ``jobs.cron``, ``jobs.CronRun``,
+``jobs.enqueue``, ``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``,
 ``jobs.UnknownJob``, ``jobs.InvalidPayload`` and ``jobs.TickResult``.
 """
 
@@ -14,6 +15,7 @@ from .backoff import exponential
 from .exceptions import InvalidPayload, LeaseLost, UnknownJob
 from .registry import JobDefinition, job
 from .runs import CronRun, TickResult
+from .schedules import cron_schedule as cron
 
 if TYPE_CHECKING:
     from .models import Job
@@ -25,6 +27,7 @@ __all__ = [
     "LeaseLost",
     "TickResult",
     "UnknownJob",
+    "cron",
     "enqueue",
     "enqueue_many",
     "exponential",

@@ -300,6 +300,19 @@ def run_now(job: Job, *, now: dt.datetime | None = None) -> bool:
     return bool(updated)
 
 
+def mark_skipped(job: Job, reason: str, *, now: dt.datetime) -> None:
+    """An unsaved occurrence row that will not run (overlap='skip'): created cancelled."""
+    _apply(
+        job,
+        {
+            "status": JobStatus.CANCELLED,
+            "finished_at": now,
+            "active_dedupe_key": None,
+            "last_error": errors.clean_text(reason, errors.MAX_ERROR_CHARS),
+        },
+    )
+
+
 def _apply(job: Job, changes: dict[str, Any]) -> None:
     for field, value in changes.items():
         setattr(job, field, value)

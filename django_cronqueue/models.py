@@ -142,3 +142,56 @@ class NameLock(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class CronSchedule(models.Model):
+    """The stored state of a ``@jobs.cron`` schedule.
+
+    The code is the source of truth for ``expression``, ``tz`` and ``options``; this
+    row keeps what the code cannot: the ``cursor`` (the instant up to which occurrences
+    have been considered), whether it is paused, and whether its code still exists.
+    """
+
+    name = models.CharField(max_length=MAX_NAME_LENGTH, unique=True)
+    expression = models.CharField(max_length=200)
+    tz = models.CharField("time zone", max_length=64)
+    options = models.JSONField(default=dict, blank=True)
+    cursor = models.DateTimeField(
+        null=True, blank=True, help_text="Occurrences up to this instant have been considered."
+    )
+    last_occurrence = models.DateTimeField(null=True, blank=True)
+    next_run = models.DateTimeField(null=True, blank=True)
+    paused = models.BooleanField(default=False)
+    active = models.BooleanField(default=True, help_text="False when no code defines it.")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        ordering = ["name"]
+        verbose_name = "cron schedule"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.expression} {self.tz})"
+
+    def run_now(self) -> Job:
+        """Enqueue one manual run at once; the schedule itself is not disturbed."""
+        from . import scheduler
+
+        return scheduler.run_now(self)
+
+    def backfill(self, start: Any, end: Any) -> int:
+        """Create the occurrences in ``[start, end)`` that have no row yet (at most 1,000)."""
+        from . import scheduler
+
+        return scheduler.backfill(self, start, end)
+
+    def pause(self) -> bool:
+        from . import scheduler
+
+        return scheduler.set_paused(self, True)
+
+    def resume(self) -> bool:
+        from . import scheduler
+
+        return scheduler.set_paused(self, False)

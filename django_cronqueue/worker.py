@@ -31,6 +31,7 @@ from .execution import run_claimed
 from .models import Worker as WorkerRow
 from .registry import registry
 from .runs import TickResult
+from .scheduler import materialize
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -73,9 +74,7 @@ def tick(now: dt.datetime | None = None, queues: Sequence[str] | None = None) ->
 
 def maintain(now: dt.datetime, *, scheduler: bool) -> None:
     """The housekeeping part of a tick: cron, expired leases, pruning (hourly)."""
-    if scheduler and any(definition.cron is not None for definition in registry):
-        from .scheduler import materialize
-
+    if scheduler:
         materialize(now)
     lifecycle.recover_expired_leases(now)
     if _prune_due(now):

@@ -16,7 +16,7 @@ from ..models import Job, JobStatus
 TABLE = Job._meta.db_table
 LOCK_TABLE = "django_cronqueue_namelock"
 RETURNED_COLUMNS = (
-    "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for"
+    "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for, created_at"
 )
 
 
@@ -45,6 +45,7 @@ class ClaimedJob:
     priority: int
     run_at: dt.datetime
     scheduled_for: dt.datetime | None
+    created_at: dt.datetime
     token: str
 
     def order_key(self) -> tuple[int, dt.datetime, int]:
@@ -105,7 +106,18 @@ def to_payload(value: Any) -> dict[str, Any]:
 
 def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
     """A row of RETURNED_COLUMNS; ``claimed=False`` when read before the UPDATE."""
-    job_id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for = row
+    (
+        job_id,
+        name,
+        payload,
+        attempts,
+        max_attempts,
+        queue,
+        priority,
+        run_at,
+        scheduled_for,
+        created_at,
+    ) = row
     return ClaimedJob(
         id=job_id,
         name=name,
@@ -116,6 +128,7 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         priority=priority,
         run_at=to_datetime(run_at),  # type: ignore[arg-type]
         scheduled_for=to_datetime(scheduled_for),
+        created_at=to_datetime(created_at),  # type: ignore[arg-type]
         token=token,
     )
 

@@ -1,0 +1,299 @@
+"""Turning cron occurrences into ``Job`` rows, exactly once.
+
+Every tick syncs the ``CronSchedule`` rows with the registry and materializes the
+occurrences that came due since each schedule's cursor. Exactly-once creation rests
+on the database, never on there being a single scheduler:
+
+- the cursor advances by compare-and-set (``UPDATE ... WHERE cursor = <the value read>``)
+  as the first statement of the transaction that inserts the occurrences, so of several
+  processes that read the same cursor exactly one wins and the others insert nothing;
+- a unique constraint on (name, scheduled_for) refuses a second row for an occurrence
+  whatever path (materialization or backfill) tries to create it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from . import lifecycle, signals
+from .conf import database_alias
+from .enqueue import build_job, enqueue, notify_workers
+from .exceptions import UnknownJob
+from .models import CronSchedule, Job, JobStatus
+from .registry import JobDefinition, registry
+from .schedules import MISSED_AFTER
+
+logger = logging.getLogger("django_cronqueue")
+
+MAX_BACKFILL = 1000
+ONE_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def cron_definitions() -> dict[str, JobDefinition]:
+    return {definition.name: definition for definition in registry if definition.cron is not None}
+
+
+def _schedules() -> Any:
+    return CronSchedule.objects.using(database_alias())
+
+
+# --- syncing rows with the code -----------------------------------------------------
+
+
+def sync_schedules(now: dt.datetime) -> dict[str, CronSchedule]:
+    """Create missing rows (armed at ``now``), update changed ones, mark removed ones
+    inactive. Returns the rows of the schedules this process defines."""
+    definitions = cron_definitions()
+    rows = {row.name: row for row in _schedules().all()}
+    for name, row in rows.items():
+        if name not in definitions and row.active:
+            _schedules().filter(pk=row.pk, active=True).update(active=False, updated_at=now)
+            logger.info("Cron schedule %s is no longer defined in code: marked inactive", name)
+    synced = {}
+    for name, definition in definitions.items():
+        row = rows.get(name)
+        synced[name] = _create(definition, now) if row is None else _update(definition, row, now)
+    return synced
+
+
+def _wanted(definition: JobDefinition) -> dict[str, Any]:
+    spec = definition.cron
+    return {"expression": spec.expression, "tz": spec.tz, "options": spec.options(), "active": True}
+
+
+def _create(definition: JobDefinition, now: dt.datetime) -> CronSchedule:
+    """A schedule seen for the first time is armed at ``now``: nothing earlier fires."""
+    next_runs = definition.cron.next_runs(now, 1)
+    try:
+        with transaction.atomic(using=database_alias()):
+            return _schedules().create(
+                name=definition.name,
+                cursor=now,
+                next_run=next_runs[0] if next_runs else None,
+                created_at=now,
+                updated_at=now,
+                **_wanted(definition),
+            )
+    except IntegrityError:  # another process armed it first
+        return _schedules().get(name=definition.name)
+
+
+def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> CronSchedule:
+    wanted = _wanted(definition)
+    changed = {field: value for field, value in wanted.items() if getattr(row, field) != value}
+    if not changed:
+        return row
+    if "expression" in changed or "tz" in changed:
+        next_runs = definition.cron.next_runs(row.cursor or now, 1)
+        changed["next_run"] = next_runs[0] if next_runs else None
+    changed["updated_at"] = now
+    _schedules().filter(pk=row.pk).update(**changed)
+    for field, value in changed.items():
+        setattr(row, field, value)
+    return row
+
+
+# --- materializing ------------------------------------------------------------------
+
+
+def materialize(now: dt.datetime) -> int:
+    """Create the rows of every occurrence due by ``now``. Returns how many."""
+    definitions = cron_definitions()
+    created = 0
+    for name, row in sync_schedules(now).items():
+        if row.paused or row.next_run is None or row.next_run > now:
+            continue
+        try:
+            created += materialize_schedule(definitions[name], row, now)
+        except (IntegrityError, DatabaseError) as exc:
+            # Lost a race with a backfill or another scheduler: the next tick sees the rows.
+            logger.info("Cron schedule %s: materialization deferred (%s)", name, exc)
+    return created
+
+
+def materialize_schedule(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> int:
+    spec = definition.cron
+    cursor = row.cursor
+    if cursor is None or cursor >= now:
+        return 0
+    due = choose_occurrences(definition, cursor, now)
+    next_runs = spec.next_runs(now, 1)
+    using = database_alias()
+    with transaction.atomic(using=using):
+        won = (
+            _schedules()
+            .filter(pk=row.pk, cursor=cursor, paused=False)
+            .update(
+                cursor=now,
+                next_run=next_runs[0] if next_runs else None,
+                last_occurrence=due[-1] if due else F("last_occurrence"),
+                updated_at=now,
+            )
+        )
+        if not won:
+            return 0
+        jobs = create_occurrences(definition, due, now)
+    row.cursor = now
+    for job in jobs:
+        signals.cron_occurrence_created.send(sender=definition.name, job=job, schedule=row)
+    return len(jobs)
+
+
+def choose_occurrences(
+    definition: JobDefinition, cursor: dt.datetime, now: dt.datetime
+) -> list[dt.datetime]:
+    """The occurrences in (cursor, now] to create, by the catch-up policy.
+
+    On-time ones (at most a minute old) always; missed ones by ``catch_up``, and never
+    any older than the catch-up window.
+    """
+    spec = definition.cron
+    oldest = max(cursor, now - spec.window)
+    instants = spec.occurrences(oldest, now)
+    on_time = [instant for instant in instants if now - instant <= MISSED_AFTER]
+    missed = [instant for instant in instants if now - instant > MISSED_AFTER]
+    if spec.catch_up == "latest":
+        missed = missed[-1:]
+    elif spec.catch_up == "all":
+        missed = missed[-spec.max_catch_up :]
+    else:
+        missed = []
+    return missed + on_time
+
+
+def create_occurrences(
+    definition: JobDefinition, instants: list[dt.datetime], now: dt.datetime
+) -> list[Job]:
+    """Insert one row per instant that has none yet (inside the caller's transaction)."""
+    if not instants:
+        return []
+    jobs = Job.objects.using(database_alias())
+    existing = set(
+        jobs.filter(name=definition.name, scheduled_for__in=instants).values_list(
+            "scheduled_for", flat=True
+        )
+    )
+    blocker = None
+    if definition.cron.overlap == "skip":
+        blocker = (
+            jobs.filter(name=definition.name, status__in=[JobStatus.PENDING, JobStatus.RUNNING])
+            .order_by("-id")
+            .first()
+        )
+    rows = []
+    for instant in instants:
+        if instant in existing:
+            continue
+        row = build_job(definition, {}, now=now, run_at=instant, scheduled_for=instant)
+        if blocker is not None:
+            lifecycle.mark_skipped(row, _skip_reason(blocker), now=now)
+        elif definition.cron.overlap == "skip":
+            blocker = row
+        rows.append(row)
+    created = jobs.bulk_create(rows)
+    notify_workers(database_alias(), [row.run_at for row in created], now)
+    return created
+
+
+def _skip_reason(blocker: Job) -> str:
+    scheduled = blocker.scheduled_for.isoformat() if blocker.scheduled_for else "a manual run"
+    reference = f"job #{blocker.pk}" if blocker.pk else "an occurrence created in the same tick"
+    return (
+        f"skipped (overlap='skip'): the previous occurrence ({reference}, scheduled for "
+        f"{scheduled}) was still {blocker.status}"
+    )
+
+
+# --- operator actions ---------------------------------------------------------------
+
+
+def _definition_of(schedule: CronSchedule) -> JobDefinition:
+    definition = registry.get(schedule.name)
+    if definition is None or definition.cron is None:
+        raise UnknownJob(
+            f"Cron schedule {schedule.name!r} is not defined in this process's code "
+            "(removed, or its module is not imported), so it cannot run."
+        )
+    return definition
+
+
+def run_now(schedule: CronSchedule) -> Job:
+    """One manual run, due at once, with no ``scheduled_for``; the cursor is untouched."""
+    return enqueue(_definition_of(schedule), {})
+
+
+def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> int:
+    """Create the occurrences in ``[start, end)`` that have no row yet, at most 1,000,
+    oldest first. Returns how many it created."""
+    definition = _definition_of(schedule)
+    for label, value in (("start", start), ("end", end)):
+        if not isinstance(value, dt.datetime) or timezone.is_naive(value):
+            raise ValueError(f"backfill() needs an aware datetime for {label}, got {value!r}.")
+    if end <= start:
+        return 0
+    now = timezone.now()
+    instants = definition.cron.occurrences(start - ONE_MICROSECOND, end - ONE_MICROSECOND)
+    using = database_alias()
+    created: list[Job] = []
+    with transaction.atomic(using=using):
+        # Serializes concurrent backfills of one schedule (a no-op lock on SQLite,
+        # where the transaction is exclusive anyway).
+        list(_schedules().select_for_update().filter(pk=schedule.pk).values_list("pk"))
+        for offset in range(0, len(instants), MAX_BACKFILL):
+            if len(created) >= MAX_BACKFILL:
+                break
+            chunk = instants[offset : offset + MAX_BACKFILL]
+            existing = set(
+                Job.objects.using(using)
+                .filter(name=definition.name, scheduled_for__in=chunk)
+                .values_list("scheduled_for", flat=True)
+            )
+            missing = [instant for instant in chunk if instant not in existing]
+            missing = missing[: MAX_BACKFILL - len(created)]
+            created.extend(create_occurrences(definition, missing, now))
+    for job in created:
+        signals.cron_occurrence_created.send(sender=definition.name, job=job, schedule=schedule)
+    return len(created)
+
+
+def set_paused(schedule: CronSchedule, paused: bool) -> bool:
+    """Pause or resume; resuming follows the catch-up policy. False if unchanged."""
+    updated = (
+        _schedules()
+        .filter(pk=schedule.pk, paused=not paused)
+        .update(paused=paused, updated_at=timezone.now())
+    )
+    if updated:
+        schedule.paused = paused
+    return bool(updated)
+
+
+def describe_schedule(
+    definition: JobDefinition, row: CronSchedule | None, now: dt.datetime, count: int = 5
+) -> dict[str, Any]:
+    """A JSON-ready description, as ``cronqueue_schedules --json`` prints it."""
+    spec = definition.cron
+    zone = spec.zone
+    return {
+        "name": definition.name,
+        "expression": spec.expression,
+        "tz": spec.tz,
+        "interval": spec.is_interval,
+        "catch_up": spec.catch_up,
+        "catch_up_window": spec.window.total_seconds(),
+        "max_catch_up": spec.max_catch_up,
+        "overlap": spec.overlap,
+        "paused": row.paused if row else False,
+        "active": True,
+        "last_occurrence": row.last_occurrence.isoformat() if row and row.last_occurrence else None,
+        "next_runs": [
+            {"utc": instant.isoformat(), "local": instant.astimezone(zone).isoformat()}
+            for instant in spec.next_runs(now, count)
+        ],
+    }

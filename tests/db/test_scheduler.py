@@ -1,0 +1,287 @@
+"""Cron schedules on a real database: materialization, DST, catch-up, pause, backfill."""
+
+import datetime as dt
+import json
+from io import StringIO
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+
+from django_cronqueue import jobs, scheduler
+from django_cronqueue.models import CronSchedule, Job
+from django_cronqueue.registry import registry
+from tests.cron_helpers import RUNS, UTC, local, minutes, schedule
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def occurrences(name="tests.schedule"):
+    return list(
+        Job.objects.filter(name=name, scheduled_for__isnull=False)
+        .order_by("scheduled_for")
+        .values_list("scheduled_for", flat=True)
+    )
+
+
+def tick_through(start, end, step=1):
+    for now in minutes(start, end, step):
+        scheduler.materialize(now)
+
+
+def utc(*args):
+    return dt.datetime(*args, tzinfo=UTC)
+
+
+def test_first_sight_arms_without_firing():
+    armed_at = utc(2026, 6, 1, 12, 0, 30)
+    with schedule("* * * * *", tz="UTC"):
+        scheduler.materialize(armed_at)
+        row = CronSchedule.objects.get(name="tests.schedule")
+        assert row.cursor == armed_at
+        assert row.next_run == utc(2026, 6, 1, 12, 1)
+        assert occurrences() == []
+        scheduler.materialize(utc(2026, 6, 1, 12, 1, 5))
+        assert occurrences() == [utc(2026, 6, 1, 12, 1)]
+
+
+def test_every_occurrence_becomes_one_row_and_runs_with_its_scheduled_time():
+    with schedule("*/15 * * * *", tz="Europe/Paris"):
+        start = utc(2026, 6, 1, 10, 0, 30)
+        for now in minutes(start, start + dt.timedelta(hours=1, minutes=1)):
+            jobs.tick(now=now)
+        expected = [utc(2026, 6, 1, 10, m) for m in (15, 30, 45)] + [utc(2026, 6, 1, 11, 0)]
+        assert occurrences() == expected
+        assert [run.scheduled_for for run in RUNS] == expected
+        assert all(run.scheduled_for.tzinfo.key == "Europe/Paris" for run in RUNS)
+        assert not any(run.catch_up for run in RUNS)
+        assert set(Job.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+DST_DAYS = [
+    # zone, local day, daily expression, its one expected UTC instant, hourly runs that day
+    ("America/New_York", (2026, 3, 8), "30 2 * * *", utc(2026, 3, 8, 7, 0), 23),
+    ("America/New_York", (2026, 11, 1), "30 1 * * *", utc(2026, 11, 1, 5, 30), 25),
+    ("Europe/London", (2026, 3, 29), "30 1 * * *", utc(2026, 3, 29, 1, 0), 23),
+    ("Europe/London", (2026, 10, 25), "30 1 * * *", utc(2026, 10, 25, 0, 30), 25),
+    # Lord Howe shifts by 30 minutes: 02:00 -> 02:30 on 2026-10-04, 02:00 -> 01:30 on
+    # 2026-04-05. "0 * * * *" loses 02:00 in the gap (23 runs) but 01:00 is not
+    # repeated (the repeated half hour is 01:30-01:59), so the fall-back day has 24.
+    ("Australia/Lord_Howe", (2026, 10, 4), "15 2 * * *", utc(2026, 10, 3, 15, 30), 23),
+    ("Australia/Lord_Howe", (2026, 4, 5), "45 1 * * *", utc(2026, 4, 4, 14, 45), 24),
+]
+
+
+@pytest.mark.parametrize(("zone", "day", "daily", "expected", "hourly_runs"), DST_DAYS)
+def test_dst_days_create_exactly_the_occurrences_cron_would(
+    zone, day, daily, expected, hourly_runs
+):
+    start = local(zone, *day, 0, 0)
+    end = local(zone, *day, 0, 0) + dt.timedelta(days=1)
+    end = dt.datetime(*(end.date().timetuple()[:3]), tzinfo=start.tzinfo)  # next local midnight
+    with (
+        schedule(daily, name="tests.daily", tz=zone),
+        schedule("0 * * * *", name="tests.hourly", tz=zone),
+    ):
+        scheduler.materialize(start - dt.timedelta(seconds=30))  # armed before the day
+        tick_through(start, end + dt.timedelta(minutes=1))
+        day_rows = [t for t in occurrences("tests.daily") if start <= t < end]
+        assert day_rows == [expected]
+        hourly = [t for t in occurrences("tests.hourly") if start <= t < end]
+        assert len(hourly) == hourly_runs
+        assert len(set(hourly)) == hourly_runs
+
+
+def test_lord_howe_half_hourly_fall_back_repeats_the_half_hour():
+    zone = "Australia/Lord_Howe"
+    with schedule("30 * * * *", tz=zone):
+        start, end = local(zone, 2026, 4, 5, 0, 0), local(zone, 2026, 4, 6, 0, 0)
+        scheduler.materialize(start - dt.timedelta(seconds=30))
+        tick_through(start, end)
+        # 01:30 happens twice (+11 then +10:30): 25 runs, 01:30 at 14:30 and 15:00 UTC.
+        rows = occurrences()
+        assert len(rows) == 25
+        assert utc(2026, 4, 4, 14, 30) in rows and utc(2026, 4, 4, 15, 0) in rows
+
+
+DOWNTIME = dt.timedelta(days=3)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected_hours_ago"),
+    [
+        ({"catch_up": "latest"}, [0]),
+        ({"catch_up": "all"}, [0]),  # default window: one hour
+        (
+            {"catch_up": "all", "catch_up_window": dt.timedelta(days=1), "max_catch_up": 5},
+            [4, 3, 2, 1, 0],
+        ),
+        # the window starts at 21:00:30, after the 21:00 occurrence
+        ({"catch_up": "all", "catch_up_window": dt.timedelta(hours=3, minutes=30)}, [2, 1, 0]),
+        ({"catch_up": "none"}, []),
+    ],
+)
+def test_catch_up_modes_after_three_days_of_downtime(options, expected_hours_ago):
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    back = armed + DOWNTIME + dt.timedelta(minutes=30)  # 2026-06-04 00:30:30
+    last_missed = utc(2026, 6, 4, 0, 0)
+    with schedule("0 * * * *", tz="UTC", **options):
+        scheduler.materialize(armed)
+        jobs.tick(now=back)
+        expected = [last_missed - dt.timedelta(hours=h) for h in expected_hours_ago]
+        assert occurrences() == expected
+        assert [run.scheduled_for for run in RUNS] == expected
+        assert all(run.catch_up for run in RUNS)
+        row = CronSchedule.objects.get(name="tests.schedule")
+        assert row.cursor == back
+        assert row.next_run == utc(2026, 6, 4, 1, 0)
+
+
+def test_a_paused_schedule_creates_nothing_and_resuming_follows_catch_up():
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("*/10 * * * *", tz="UTC"):
+        scheduler.materialize(armed)
+        row = CronSchedule.objects.get(name="tests.schedule")
+        assert row.pause() is True
+        assert row.pause() is False
+        tick_through(armed, armed + dt.timedelta(hours=1), step=5)
+        assert occurrences() == []
+        assert row.resume() is True
+        now = utc(2026, 6, 1, 1, 2)
+        scheduler.materialize(now)
+        assert occurrences() == [utc(2026, 6, 1, 1, 0)]  # "latest" of the missed ones
+
+
+def test_a_schedule_removed_from_code_is_marked_inactive_and_never_fired():
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("* * * * *", tz="UTC"):
+        scheduler.materialize(armed)
+    assert "tests.schedule" not in registry
+    jobs.tick(now=armed + dt.timedelta(minutes=10))
+    row = CronSchedule.objects.get(name="tests.schedule")
+    assert row.active is False
+    assert occurrences() == []
+    with schedule("* * * * *", tz="UTC"):  # the code comes back
+        scheduler.materialize(armed + dt.timedelta(minutes=11, seconds=1))
+        row.refresh_from_db()
+        assert row.active is True
+
+
+def test_run_now_enqueues_a_manual_run_without_touching_the_schedule():
+    with schedule("0 0 1 1 *", tz="Asia/Tokyo"):
+        scheduler.materialize(utc(2026, 6, 1))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        cursor = row.cursor
+        job = row.run_now()
+        assert job.scheduled_for is None and job.status == "pending"
+        jobs.tick()
+        assert len(RUNS) == 1
+        assert RUNS[0].scheduled_for == job.created_at
+        assert RUNS[0].scheduled_for.tzinfo.key == "Asia/Tokyo"
+        assert RUNS[0].catch_up is False
+        row.refresh_from_db()
+        assert row.cursor == cursor
+
+
+def test_backfill_creates_missing_occurrences_exactly_once():
+    with schedule("0 * * * *", tz="UTC"):
+        scheduler.materialize(utc(2026, 6, 10))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        start, end = utc(2026, 6, 1, 0, 0), utc(2026, 6, 1, 6, 0)
+        assert row.backfill(start, end) == 6  # [00:00, 06:00): 6 hours
+        assert row.backfill(start, end) == 0
+        assert row.backfill(start, end + dt.timedelta(hours=1)) == 1
+        assert occurrences() == [utc(2026, 6, 1, h) for h in range(7)]
+
+
+def test_backfill_creates_at_most_1000_per_call():
+    with schedule("* * * * *", tz="UTC"):
+        scheduler.materialize(utc(2026, 6, 10))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        start = utc(2026, 6, 1)
+        assert row.backfill(start, start + dt.timedelta(minutes=1500)) == 1000
+        assert row.backfill(start, start + dt.timedelta(minutes=1500)) == 500
+        assert len(occurrences()) == 1500
+
+
+def test_overlap_skip_cancels_an_occurrence_while_the_previous_is_pending():
+    with schedule("* * * * *", tz="UTC", overlap="skip"):
+        start = utc(2026, 6, 1, 0, 0, 30)
+        scheduler.materialize(start)
+        scheduler.materialize(start + dt.timedelta(minutes=1))  # 00:01, pending, not run
+        scheduler.materialize(start + dt.timedelta(minutes=2))  # 00:02 comes due
+        first, second = Job.objects.filter(name="tests.schedule").order_by("scheduled_for")
+        assert first.status == "pending"
+        assert second.status == "cancelled"
+        assert "skipped" in second.last_error and f"#{first.pk}" in second.last_error
+        assert jobs.tick(now=start + dt.timedelta(minutes=2, seconds=5)).ran == 1
+        assert len(RUNS) == 1 and RUNS[0].scheduled_for == first.scheduled_for
+
+
+def test_overlap_allow_runs_every_occurrence():
+    with schedule("* * * * *", tz="UTC"):
+        start = utc(2026, 6, 1, 0, 0, 30)
+        scheduler.materialize(start)
+        scheduler.materialize(start + dt.timedelta(minutes=1))
+        scheduler.materialize(start + dt.timedelta(minutes=2))
+        assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_changing_the_expression_in_code_updates_the_row():
+    with schedule("0 * * * *", tz="UTC"):
+        scheduler.materialize(utc(2026, 6, 1, 0, 0, 30))
+    with schedule("30 * * * *", tz="UTC"):
+        scheduler.materialize(utc(2026, 6, 1, 0, 1))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        assert row.expression == "30 * * * *"
+        assert row.next_run == utc(2026, 6, 1, 0, 30)
+
+
+@pytest.mark.parametrize(
+    ("expression", "options", "message"),
+    [
+        ("61 * * * *", {}, "61"),
+        ("* * * *", {}, "five fields"),
+        ("* * * * *", {"tz": "Bogota"}, "America/Bogota"),
+        ("* * * * *", {"catch_up": "some"}, "catch_up"),
+        ("* * * * *", {"concurrency": 2}, "overlap='skip'"),
+        ("* * * * *", {"catch_up_window": dt.timedelta(0)}, "catch_up_window"),
+        ("* * * * *", {"max_catch_up": 0}, "max_catch_up"),
+        ("* * * * *", {"overlap": "queue"}, "overlap"),
+        ("* * * * *", {"retries": -1}, "retries"),
+    ],
+)
+def test_bad_schedules_fail_at_import_naming_the_schedule_and_the_fix(expression, options, message):
+    with pytest.raises(ImproperlyConfigured) as caught:
+        jobs.cron(expression, name="reports.nightly", **options)(lambda run: None)
+    assert "reports.nightly" in str(caught.value)
+    assert message in str(caught.value)
+    assert "reports.nightly" not in registry
+
+
+def test_a_cron_handler_must_take_the_run():
+    with pytest.raises(ImproperlyConfigured, match="CronRun"):
+        jobs.cron("* * * * *", name="reports.bad")(lambda: None)
+
+
+def test_tz_defaults_to_settings_time_zone(settings):
+    settings.TIME_ZONE = "Europe/Berlin"
+    with schedule("0 9 * * *") as definition:
+        assert definition.cron.tz == "Europe/Berlin"
+
+
+def test_cronqueue_schedules_json_lists_next_runs_in_utc_and_local():
+    with schedule("30 1 * * *", name="tests.nightly", tz="America/New_York"):
+        out = StringIO()
+        call_command(
+            "cronqueue_schedules", "--json", "--now", "2026-10-31T12:00:00+00:00", stdout=out
+        )
+        [item] = json.loads(out.getvalue())
+        assert item["name"] == "tests.nightly"
+        assert item["expression"] == "30 1 * * *"
+        assert item["catch_up"] == "latest" and item["overlap"] == "allow"
+        assert item["paused"] is False
+        runs = item["next_runs"]
+        assert len(runs) == 5
+        assert runs[0] == {"utc": "2026-11-01T05:30:00+00:00", "local": "2026-11-01T01:30:00-04:00"}
+        assert runs[1] == {"utc": "2026-11-02T06:30:00+00:00", "local": "2026-11-02T01:30:00-05:00"}

@@ -1,0 +1,277 @@
+"""The system checks of the CRONQUEUE setting and of the database."""
+
+import dataclasses
+import math
+from types import SimpleNamespace
+
+import pytest
+from django.core.checks import ERROR, WARNING, run_checks
+from django.db import connection
+from django.test import override_settings
+
+from django_cronqueue import checks
+from django_cronqueue.checks import check_database_version, check_settings
+from django_cronqueue.conf import DEFAULTS, KNOWN_KEYS, get_settings
+
+
+def ids(messages):
+    return [message.id for message in messages]
+
+
+def only(messages, check_id):
+    assert ids(messages) == [f"django_cronqueue.{check_id}"], [str(m) for m in messages]
+    return messages[0]
+
+
+# --- valid settings -------------------------------------------------------------------
+
+VALID = {
+    "POLL_INTERVAL": 0.5,
+    "CONCURRENCY": 4,
+    "DEFAULT_RETRIES": 0,
+    "DEFAULT_TIMEOUT": 300,
+    "LEASE": 30,
+    "SUCCEEDED_RETENTION": None,
+    "FAILED_RETENTION": 0,
+    "CATCH_UP_WINDOW": 3600,
+    "DATABASE": "default",
+    "DEFAULT_QUEUE": "emails",
+    "SHUTDOWN_TIMEOUT": 0,
+    "PREFETCH": 100,
+    "PRUNE_BATCH_SIZE": 1,
+    "MAX_PAYLOAD_BYTES": 10,
+    "WORKER_CONN_MAX_AGE": None,
+}
+
+
+def test_every_known_key_is_covered_here():
+    assert set(VALID) == KNOWN_KEYS
+
+
+def test_valid_settings_pass():
+    with override_settings(CRONQUEUE=VALID):
+        assert check_settings() == []
+
+
+@pytest.mark.parametrize("value", [None, {}])
+def test_no_or_empty_setting_passes(value):
+    with override_settings(CRONQUEUE=value):
+        assert check_settings() == []
+
+
+def test_the_defaults_pass():
+    with override_settings(CRONQUEUE=dataclasses.asdict(DEFAULTS)):
+        assert check_settings() == []
+
+
+# --- E001 ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [[("POLL_INTERVAL", 1)], "POLL_INTERVAL=1", 1])
+def test_e001_setting_is_not_a_dict(value):
+    with override_settings(CRONQUEUE=value):
+        message = only(check_settings(), "E001")
+    assert message.level == ERROR
+    assert "CRONQUEUE" in message.msg
+    assert type(value).__name__ in message.msg
+    assert message.hint
+
+
+# --- E002 .. E016: one per key ------------------------------------------------------
+
+BAD_VALUES = [
+    ("POLL_INTERVAL", "E002", [0, -1, "1", True, None, math.nan, math.inf]),
+    ("CONCURRENCY", "E003", [0, -2, 1.5, "4", True, None]),
+    ("DEFAULT_RETRIES", "E004", [-1, 1.0, "3", True, None]),
+    ("DEFAULT_TIMEOUT", "E005", [0, -1, "60", None, math.nan, math.inf]),
+    ("LEASE", "E006", [0, 0.5, -30, "30", None, math.inf]),
+    ("SUCCEEDED_RETENTION", "E007", [-1, "1d", True, math.nan, math.inf]),
+    ("FAILED_RETENTION", "E008", [-1, "forever", False, math.inf]),
+    ("CATCH_UP_WINDOW", "E009", [0, -1, "1h", None, math.inf]),
+    ("DEFAULT_QUEUE", "E011", ["", "   ", 5, None, "q" * 101]),
+    ("SHUTDOWN_TIMEOUT", "E012", [-1, "30", None, math.inf]),
+    ("PREFETCH", "E013", [0, 101, 1.0, "1", True]),
+    ("PRUNE_BATCH_SIZE", "E014", [0, -1, 10.0, None]),
+    ("MAX_PAYLOAD_BYTES", "E015", [0, -1, 1e6, "1MB", None]),
+    ("WORKER_CONN_MAX_AGE", "E016", [-1, "600", True, math.inf]),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "check_id", "value"),
+    [(key, check_id, value) for key, check_id, values in BAD_VALUES for value in values],
+)
+def test_bad_value_is_an_error_naming_the_key(key, check_id, value):
+    with override_settings(CRONQUEUE={key: value}):
+        message = only(check_settings(), check_id)
+    assert message.level == ERROR
+    assert f"CRONQUEUE['{key}']" in message.msg
+    assert repr(value) in message.msg
+    assert key in message.hint
+
+
+def test_every_rule_has_its_own_id():
+    rules = {key: check_id for key, (check_id, _, _) in checks.RULES.items()}
+    assert rules == {key: check_id for key, check_id, _ in BAD_VALUES}
+    assert len(set(rules.values())) == len(rules)
+
+
+def test_several_bad_values_give_several_errors():
+    with override_settings(CRONQUEUE={"POLL_INTERVAL": 0, "CONCURRENCY": 0, "PREFETCH": 0}):
+        assert sorted(ids(check_settings())) == [
+            "django_cronqueue.E002",
+            "django_cronqueue.E003",
+            "django_cronqueue.E013",
+        ]
+
+
+# --- E010 ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["replica", "", None, 0, ["default"]])
+def test_e010_database_is_not_an_alias(value):
+    with override_settings(CRONQUEUE={"DATABASE": value}):
+        message = only(check_settings(), "E010")
+    assert message.level == ERROR
+    assert "CRONQUEUE['DATABASE']" in message.msg
+    assert repr(value) in message.msg
+    assert "default" in message.hint  # lists the aliases there are
+
+
+# --- W001 ---------------------------------------------------------------------------
+
+
+def test_w001_unknown_key_suggests_the_close_one():
+    with override_settings(CRONQUEUE={"POLL_INTERVALL": 1.0}):
+        message = only(check_settings(), "W001")
+    assert message.level == WARNING
+    assert "'POLL_INTERVALL'" in message.msg
+    assert "'POLL_INTERVAL'" in message.hint
+
+
+def test_w001_unknown_key_lists_the_known_ones():
+    with override_settings(CRONQUEUE={"XYZZY": 1, 3: "three"}):
+        messages = check_settings()
+    assert ids(messages) == ["django_cronqueue.W001", "django_cronqueue.W001"]
+    assert "'XYZZY'" in messages[0].msg
+    assert "3" in messages[1].msg
+    assert "POLL_INTERVAL" in messages[0].hint
+
+
+def test_unknown_keys_are_ignored_by_the_settings():
+    with override_settings(CRONQUEUE={"XYZZY": 1, "LEASE": 45}):
+        assert get_settings().LEASE == 45
+        assert not hasattr(get_settings(), "XYZZY")
+
+
+# --- W002 ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [{"LEASE": 2}, {"LEASE": 5, "POLL_INTERVAL": 2}, {"LEASE": 29.9, "POLL_INTERVAL": 10}],
+)
+def test_w002_lease_shorter_than_three_polls(setting):
+    with override_settings(CRONQUEUE=setting):
+        message = only(check_settings(), "W002")
+    assert message.level == WARNING
+    assert "CRONQUEUE['LEASE']" in message.msg
+    assert "POLL_INTERVAL" in message.msg
+    assert "LEASE" in message.hint
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [{"LEASE": 3}, {"LEASE": 30, "POLL_INTERVAL": 10}, {"POLL_INTERVAL": 5}, {"LEASE": 0}],
+)
+def test_no_w002_when_lease_is_long_enough_or_already_an_error(setting):
+    with override_settings(CRONQUEUE=setting):
+        assert "django_cronqueue.W002" not in ids(check_settings())
+
+
+def test_w002_uses_the_default_poll_interval_when_only_lease_is_set():
+    with override_settings(CRONQUEUE={"POLL_INTERVAL": 11}):
+        # LEASE defaults to 30 < 3 * 11
+        only(check_settings(), "W002")
+
+
+# --- registration -------------------------------------------------------------------
+
+
+def test_checks_are_registered_with_django():
+    with override_settings(CRONQUEUE={"POLL_INTERVAL": -1, "TYPO": 1}):
+        found = ids(run_checks())
+    assert "django_cronqueue.E002" in found
+    assert "django_cronqueue.W001" in found
+
+
+def test_the_test_settings_pass_every_check():
+    assert [m for m in run_checks() if m.id.startswith("django_cronqueue.")] == []
+
+
+# --- E017: the database -------------------------------------------------------------
+
+
+def fake_connections(monkeypatch, **attributes):
+    fake = SimpleNamespace(**attributes)
+    monkeypatch.setattr(checks, "connections", {"default": fake})
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("vendor", "mariadb", "version"),
+    [
+        ("sqlite", False, (3, 34, 1)),
+        ("postgresql", False, (12, 18)),
+        ("mysql", False, (5, 7, 44)),
+        ("mysql", True, (10, 5, 20)),
+    ],
+)
+def test_e017_database_too_old(monkeypatch, vendor, mariadb, version):
+    fake_connections(
+        monkeypatch, vendor=vendor, mysql_is_mariadb=mariadb, get_database_version=lambda: version
+    )
+    message = only(check_database_version(databases=["default"]), "E017")
+    assert message.level == ERROR
+    assert ("mariadb" if mariadb else vendor) in message.msg
+    assert ".".join(map(str, version)) in message.msg
+    assert "DATABASES['default']" in message.msg
+    assert message.hint
+
+
+@pytest.mark.parametrize(
+    ("vendor", "mariadb", "version"),
+    [
+        ("sqlite", False, (3, 35, 0)),
+        ("postgresql", False, (13, 0)),
+        ("mysql", False, (8, 0, 36)),
+        ("mysql", True, (10, 6, 0)),
+        ("mysql", True, (11, 4, 2)),
+    ],
+)
+def test_supported_database_versions_pass(monkeypatch, vendor, mariadb, version):
+    fake_connections(
+        monkeypatch, vendor=vendor, mysql_is_mariadb=mariadb, get_database_version=lambda: version
+    )
+    assert check_database_version(databases=["default"]) == []
+
+
+def test_e017_unsupported_vendor(monkeypatch):
+    fake_connections(monkeypatch, vendor="oracle", get_database_version=lambda: (19,))
+    message = only(check_database_version(databases=["default"]), "E017")
+    assert "'oracle'" in message.msg
+
+
+def test_database_check_runs_only_when_asked_for_that_database(monkeypatch):
+    fake_connections(monkeypatch, vendor="sqlite", get_database_version=lambda: (3, 0))
+    assert check_database_version(databases=None) == []
+    assert check_database_version(databases=["other"]) == []
+    with override_settings(CRONQUEUE={"DATABASE": "missing"}):
+        assert check_database_version(databases=["missing"]) == []
+    with override_settings(CRONQUEUE={"DATABASE": ["default"]}):
+        assert check_database_version(databases={"default"}) == []
+
+
+@pytest.mark.django_db
+def test_the_real_test_database_is_supported():
+    assert check_database_version(databases=[connection.alias]) == []
