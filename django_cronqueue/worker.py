@@ -147,7 +147,9 @@ def ensure_name_locks(capped: dict[str, int]) -> None:
 @dataclass
 class HeldJob:
     job: ClaimedJob
+    slot: str = ""  # the name of the slot thread holding it
     deadline: float | None = None  # monotonic; set when its handler starts
+    abandoned: bool = False  # past its timeout: its slot was replaced
 
 
 class Worker:
@@ -182,6 +184,7 @@ class Worker:
         self._held: dict[int, HeldJob] = {}
         self._held_lock = threading.Lock()
         self._slots: list[threading.Thread] = []
+        self._abandoned: set[threading.Thread] = set()
         self._signals = 0
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
 
@@ -216,7 +219,7 @@ class Worker:
 
     def _main_loop(self) -> None:
         while not self.stopping.is_set():
-            if self.mode != "forever" and not any(t.is_alive() for t in self._slots):
+            if self.mode != "forever" and not self._working_slots():
                 return
             self.stopping.wait(self.poll_interval)
             if self.stopping.is_set():
@@ -226,11 +229,14 @@ class Worker:
             ):
                 self.wake.set()
 
+    def _working_slots(self) -> list[threading.Thread]:
+        return [t for t in self._slots if t.is_alive() and t not in self._abandoned]
+
     def _shutdown(self) -> int:
         deadline = time.monotonic() + self.shutdown_timeout
-        for thread in self._slots:
+        for thread in self._working_slots():
             thread.join(max(0.0, deadline - time.monotonic()))
-        still_running = [thread.name for thread in self._slots if thread.is_alive()]
+        still_running = [thread.name for thread in self._working_slots()]
         if still_running:
             logger.warning(
                 "Worker %s: %s handler(s) still running after the shutdown timeout of %ss; "
@@ -293,7 +299,8 @@ class Worker:
                     self.wake.wait(self.poll_interval)
                     self.wake.clear()
                     continue
-                self._run_held(jobs)
+                if not self._run_held(jobs):
+                    return  # this slot overran a timeout and was replaced
         finally:
             connections.close_all()
 
@@ -308,18 +315,20 @@ class Worker:
         )
         with self._held_lock:
             for job in jobs:
-                self._held[job.id] = HeldJob(job)
+                self._held[job.id] = HeldJob(job, slot=threading.current_thread().name)
         return jobs
 
-    def _run_held(self, jobs: list[ClaimedJob]) -> None:
+    def _run_held(self, jobs: list[ClaimedJob]) -> bool:
+        """Run claimed jobs in order. False when this slot was replaced meanwhile."""
         for index, job in enumerate(jobs):
             if self.stopping.is_set():
                 self._give_back(jobs[index:])
-                return
+                return True
             definition = registry.get(job.name)
             timeout = definition.effective_timeout if definition else 0.0
             with self._held_lock:
-                self._held[job.id].deadline = time.monotonic() + timeout
+                held = self._held[job.id]
+                held.deadline = time.monotonic() + timeout
             try:
                 run_claimed(job, timezone.now)
             except (DatabaseError, InterfaceError) as exc:
@@ -330,6 +339,10 @@ class Worker:
                 with self._held_lock:
                     self._held.pop(job.id, None)
                 close_old_connections()
+            if held.abandoned:
+                self._give_back(jobs[index + 1 :])
+                return False
+        return True
 
     def _give_back(self, jobs: list[ClaimedJob]) -> None:
         try:
@@ -359,10 +372,36 @@ class Worker:
                 for job_id, held in self._held.items()
                 if held.deadline is None or held.deadline > now_monotonic
             ]
+            overdue = [
+                held
+                for held in self._held.values()
+                if held.deadline is not None
+                and held.deadline <= now_monotonic
+                and not held.abandoned
+            ]
+        for held in overdue:
+            self._abandon(held)
         now = timezone.now()
         lifecycle.renew_leases(self.id, renewable, until=now + self.lease)
         WorkerRow.objects.using(database_alias()).filter(id=self.id).update(last_seen=now)
         close_old_connections()
+
+    def _abandon(self, held: HeldJob) -> None:
+        """A handler ran past its timeout: stop renewing its lease (it will be treated
+        as lost) and give its slot's work to a fresh thread. Python cannot kill the
+        thread; if the handler ever returns, its completion is discarded."""
+        held.abandoned = True
+        slot = next((t for t in self._slots if t.name == held.slot), None)
+        if slot is not None:
+            self._abandoned.add(slot)
+        logger.error(
+            "Job %s #%s ran past its timeout; its lease is no longer renewed",
+            held.job.name,
+            held.job.id,
+            extra={"job_id": held.job.id, "job_name": held.job.name, "outcome": "timed_out"},
+        )
+        if not self.stopping.is_set():
+            self._start_slot(len(self._slots))
 
     def _listen_loop(self) -> None:
         alias = database_alias()

@@ -65,7 +65,8 @@ def database_from_url(url: str) -> dict:
     if parts.scheme not in engines:
         raise ValueError(f"DATABASE_URL scheme must be one of {sorted(engines)}, got {url!r}")
     if parts.scheme == "sqlite":
-        return {"ENGINE": engines["sqlite"], "NAME": parts.path.lstrip("/") or "db.sqlite3"}
+        # sqlite:///relative.db or sqlite:////absolute/path.db
+        return {"ENGINE": engines["sqlite"], "NAME": parts.path[1:] or "db.sqlite3"}
     config = {
         "ENGINE": engines[parts.scheme],
         "NAME": parts.path.lstrip("/"),

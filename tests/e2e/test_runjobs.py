@@ -127,3 +127,20 @@ def test_worker_registers_a_heartbeat_row(runjobs):
     assert worker.wait(30) == 0
     assert not Worker.objects.filter(pk=row.pk).exists()
     assert os.getpid() != worker.pid
+
+
+def test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_replaced(runjobs):
+    hung = jobs.enqueue(test_jobs.hangs, {"key": "hung", "seconds": 6})
+    worker = runjobs.start("--concurrency", "1", settings={"LEASE": 1, "POLL_INTERVAL": 0.2})
+    wait_until(lambda: Job.objects.filter(pk=hung.pk, status="running").exists())
+    started = time.monotonic()
+    other = jobs.enqueue(test_jobs.record, {"key": "other"})
+    # The only slot is stuck in the hung handler; a replacement slot runs the other job.
+    wait_until(lambda: Job.objects.filter(pk=other.pk, status="succeeded").exists(), timeout=10)
+    assert time.monotonic() - started < 5
+    wait_until(lambda: Job.objects.filter(pk=hung.pk, status="failed").exists(), timeout=20)
+    hung.refresh_from_db()
+    assert hung.attempts == 2
+    assert "timed out" in hung.last_error
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, runjobs.log(0)

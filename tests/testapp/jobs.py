@@ -77,3 +77,10 @@ def exits() -> None:
 @jobs.job(retries=0)
 def returns_value(value: int) -> dict:
     return {"doubled": value * 2}
+
+
+@jobs.job(timeout=1, retries=1, backoff=lambda attempt: 0)
+def hangs(key: str, seconds: float) -> None:
+    """Overruns its one-second timeout."""
+    time.sleep(seconds)
+    SideEffect.objects.create(key=key, pid=os.getpid())
