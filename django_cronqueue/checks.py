@@ -1,6 +1,6 @@
 """System checks of the ``CRONQUEUE`` setting and the database.
 
-Every id is stable and documented in docs/reference/checks.md.
+Every id is stable and documented in docs/settings.md.
 """
 
 from __future__ import annotations
@@ -124,18 +124,37 @@ def _check_database_key(value: Any) -> list[CheckMessage]:
     ]
 
 
+MIN_SAFE_LEASE = 5
+
+
 def _check_lease(raw: dict[str, Any]) -> list[CheckMessage]:
-    lease, poll = raw.get("LEASE", 30), raw.get("POLL_INTERVAL", 1.0)
-    if _is_number(lease) and _is_number(poll) and lease >= 1 and poll > 0 and lease < 3 * poll:
+    """The heartbeat renews leases every LEASE/3 seconds; a very short lease leaves no
+    room for a slow database or a long pause, and a live job would be run twice."""
+    lease = raw.get("LEASE", 30)
+    if _is_number(lease) and math.isfinite(lease) and 1 <= lease < MIN_SAFE_LEASE:
         return [
             Warning(
-                f"CRONQUEUE['LEASE'] ({lease}s) is shorter than three POLL_INTERVALs ({poll}s): "
-                "leases may expire between heartbeats and jobs run twice.",
-                hint="Make LEASE at least three times POLL_INTERVAL.",
+                f"CRONQUEUE['LEASE'] is {lease}s: heartbeats come every {lease / 3:.2g}s, so a "
+                "database stall or a pause that long makes a live job look lost and run twice.",
+                hint=f"Use a LEASE of at least {MIN_SAFE_LEASE} seconds (the default is 30).",
                 id=CHECK_ID.format("W002"),
             )
         ]
     return []
+
+
+@register(Tags.compatibility)
+def check_time_zone_support(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if settings.USE_TZ:
+        return []
+    return [
+        Error(
+            "django-cronqueue needs USE_TZ = True: leases, run_at and cron occurrences are "
+            "instants, and cron schedules need aware datetimes.",
+            hint="Set USE_TZ = True in your settings (Django's default since 5.0).",
+            id=CHECK_ID.format("E018"),
+        )
+    ]
 
 
 @register(Tags.database)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_cronqueue")
 
 EXPIRED_BATCH = 500
+DEAD_WORKER_AGE = dt.timedelta(days=1)
 
 
 def _jobs() -> Any:
@@ -184,6 +185,9 @@ def _recover_one(row: dict[str, Any], now: dt.datetime) -> int:
     )
     if not updated:
         return 0
+    if not final and signals.job_retrying.receivers:
+        job = _jobs().filter(id=row["id"]).first()
+        signals.job_retrying.send(sender=row["name"], job=job, exc=exc, run_at=now)
     logger.warning(
         "Job %s #%s lost its lease: %s",
         row["name"],
@@ -204,7 +208,10 @@ def _lease_lost_message(
     if definition is not None and started is not None:
         timeout = definition.effective_timeout
         if now - started >= dt.timedelta(seconds=timeout):
-            return f"lease lost: {attempt} timed out after its timeout of {timeout:g}s"
+            return (
+                f"lease lost: {attempt} was still unfinished past its timeout of {timeout:g}s "
+                "(the handler overran, or its worker stopped)"
+            )
     holder = row["worker_id"] or "unknown worker"
     return f"lease lost: {attempt} stopped being renewed by {holder} (worker crashed or stopped)"
 
@@ -221,6 +228,16 @@ def prune(now: dt.datetime) -> int:
         deleted += _delete_in_batches(
             [JobStatus.FAILED, JobStatus.CANCELLED], cutoff, settings.PRUNE_BATCH_SIZE
         )
+    prune_dead_workers(now)
+    return deleted
+
+
+def prune_dead_workers(now: dt.datetime) -> int:
+    """Forget workers not seen for a day (they crashed without unregistering)."""
+    from .models import Worker
+
+    cutoff = now - DEAD_WORKER_AGE
+    deleted, _ = Worker.objects.using(database_alias()).filter(last_seen__lt=cutoff).delete()
     return deleted
 
 

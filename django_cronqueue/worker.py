@@ -471,6 +471,6 @@ class Worker:
             return
         for alias in connections.settings:
             config = connections.settings[alias]
-            if not config.get("CONN_MAX_AGE"):
+            if config.get("CONN_MAX_AGE", 0) == 0:  # Django's default; None is "forever"
                 config["CONN_MAX_AGE"] = max_age
                 config["CONN_HEALTH_CHECKS"] = True

@@ -71,7 +71,7 @@ elif DB == "mariadb":
             "HOST": os.environ.get("MYSQL_HOST", "127.0.0.1"),
             "PORT": os.environ.get("MYSQL_PORT", "3306"),
             "OPTIONS": {"charset": "utf8mb4"},
-            "TEST": {"NAME": f"test_{DB_NAME}", "CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"},
+            "TEST": {"NAME": f"test_{DB_NAME}", "CHARSET": "utf8mb4"},
         }
     }
 elif DB == "sqlite":
@@ -80,7 +80,13 @@ elif DB == "sqlite":
             "ENGINE": "django.db.backends.sqlite3",
             # A file, not :memory:, so that end-to-end tests' runjobs processes share it.
             "NAME": str(BASE_DIR / f"{DB_NAME}.sqlite3"),
-            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+            # WAL lets readers and one writer work at once; IMMEDIATE transactions take
+            # the write lock up front instead of failing on upgrade ("database is locked").
+            "OPTIONS": {
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL;",
+                "transaction_mode": "IMMEDIATE",
+            },
             "TEST": {"NAME": str(BASE_DIR / f"test_{DB_NAME}.sqlite3")},
         }
     }

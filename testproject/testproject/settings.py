@@ -87,8 +87,13 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": BASE_DIR / "db.sqlite3",
-            # WAL lets the web server read while the worker writes.
-            "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"},
+            # WAL lets the web server read while the worker writes; IMMEDIATE transactions
+            # wait for the write lock instead of failing with "database is locked".
+            "OPTIONS": {
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL;",
+                "transaction_mode": "IMMEDIATE",
+            },
         }
     }
 

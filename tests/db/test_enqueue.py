@@ -488,20 +488,17 @@ def test_dedupe_keys_differing_only_in_case_are_distinct():
     assert sorted(Job.objects.values_list("dedupe_key", flat=True)) == sorted(keys)
 
 
-def test_dedupe_keys_differing_only_in_trailing_space_are_distinct(request):
-    if connection.vendor == "mysql":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="known bug: MySQL/MariaDB PAD SPACE collations (utf8mb4_bin included) "
-                "compare 'key' and 'key ' equal, so the unique (name, active_dedupe_key) "
-                "constraint and the holder lookup make them one key",
-            )
-        )
+def test_dedupe_keys_differing_only_in_case_or_trailing_space_are_distinct():
     first = jobs.enqueue(record, {"key": "a"}, dedupe_key="key")
     second = jobs.enqueue(record, {"key": "b"}, dedupe_key="key ")
-    assert first.pk != second.pk
-    assert Job.objects.count() == 2
+    third = jobs.enqueue(record, {"key": "c"}, dedupe_key="KEY")
+    assert len({first.pk, second.pk, third.pk}) == 3
+    assert Job.objects.count() == 3
+
+
+def test_job_names_differing_only_in_case_are_not_claimed():
+    JobFactory(name="TESTAPP.RECORD", payload={"key": "x"})
+    assert jobs.tick().claimed == 0
 
 
 def test_dedupe_returns_a_running_job():

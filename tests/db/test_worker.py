@@ -215,7 +215,7 @@ def test_lease_past_timeout_is_reported_as_a_timeout():
     lifecycle.recover_expired_leases(now + dt.timedelta(seconds=120))  # timeout is 60 s
     job.refresh_from_db()
     assert job.status == "pending"
-    assert "timed out" in job.last_error
+    assert "past its timeout" in job.last_error
 
 
 @override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 3600, "FAILED_RETENTION": 7200})

@@ -45,7 +45,9 @@ def test_runjobs_burst_drains_what_the_demo_view_enqueued(tmp_path):
     manage = [sys.executable, str(ROOT / "testproject" / "manage.py")]
 
     def run(*args):
-        result = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 

@@ -141,6 +141,6 @@ def test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_replaced(run
     wait_until(lambda: Job.objects.filter(pk=hung.pk, status="failed").exists(), timeout=20)
     hung.refresh_from_db()
     assert hung.attempts == 2
-    assert "timed out" in hung.last_error
+    assert "past its timeout" in hung.last_error
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, runjobs.log(0)

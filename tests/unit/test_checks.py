@@ -167,32 +167,35 @@ def test_unknown_keys_are_ignored_by_the_settings():
 # --- W002 ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "setting",
-    [{"LEASE": 2}, {"LEASE": 5, "POLL_INTERVAL": 2}, {"LEASE": 29.9, "POLL_INTERVAL": 10}],
-)
-def test_w002_lease_shorter_than_three_polls(setting):
+@pytest.mark.parametrize("setting", [{"LEASE": 1}, {"LEASE": 2}, {"LEASE": 4.9}])
+def test_w002_lease_too_short_for_heartbeats(setting):
     with override_settings(CRONQUEUE=setting):
         message = only(check_settings(), "W002")
     assert message.level == WARNING
     assert "CRONQUEUE['LEASE']" in message.msg
-    assert "POLL_INTERVAL" in message.msg
     assert "LEASE" in message.hint
 
 
 @pytest.mark.parametrize(
     "setting",
-    [{"LEASE": 3}, {"LEASE": 30, "POLL_INTERVAL": 10}, {"POLL_INTERVAL": 5}, {"LEASE": 0}],
+    [{"LEASE": 5}, {"LEASE": 30, "POLL_INTERVAL": 10}, {"POLL_INTERVAL": 5}, {"LEASE": 0}],
 )
 def test_no_w002_when_lease_is_long_enough_or_already_an_error(setting):
     with override_settings(CRONQUEUE=setting):
         assert "django_cronqueue.W002" not in ids(check_settings())
 
 
-def test_w002_uses_the_default_poll_interval_when_only_lease_is_set():
-    with override_settings(CRONQUEUE={"POLL_INTERVAL": 11}):
-        # LEASE defaults to 30 < 3 * 11
-        only(check_settings(), "W002")
+# --- E018 ---------------------------------------------------------------------------
+
+
+def test_e018_use_tz_must_be_true():
+    from django_cronqueue.checks import check_time_zone_support
+
+    with override_settings(USE_TZ=False):
+        [message] = check_time_zone_support()
+    assert message.id == "django_cronqueue.E018"
+    assert "USE_TZ" in message.msg and "USE_TZ = True" in message.hint
+    assert check_time_zone_support() == []
 
 
 # --- registration -------------------------------------------------------------------

@@ -63,10 +63,12 @@ class Command(BaseCommand):
         return value
 
     def _rows(self) -> tuple[dict[str, Any], bool]:
+        from django_cronqueue.conf import database_alias
         from django_cronqueue.models import CronSchedule
 
         try:
-            return {row.name: row for row in CronSchedule.objects.all()}, True
+            rows = CronSchedule.objects.using(database_alias()).all()
+            return {row.name: row for row in rows}, True
         except DatabaseError:
             return {}, False
 
@@ -75,7 +77,10 @@ class Command(BaseCommand):
             "name": row.name,
             "expression": row.expression,
             "tz": row.tz,
+            "interval": None,
             "catch_up": row.options.get("catch_up"),
+            "catch_up_window": row.options.get("catch_up_window"),
+            "max_catch_up": row.options.get("max_catch_up"),
             "overlap": row.options.get("overlap"),
             "paused": row.paused,
             "active": False,

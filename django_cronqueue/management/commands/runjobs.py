@@ -32,7 +32,11 @@ class Command(BaseCommand):
             "Default: CRONQUEUE['CONCURRENCY'].",
         )
         mode = parser.add_mutually_exclusive_group()
-        mode.add_argument("--once", action="store_true", help="Run one tick, then exit.")
+        mode.add_argument(
+            "--once",
+            action="store_true",
+            help="Run one tick: the jobs due now, then exit (later retries wait for the next run).",
+        )
         mode.add_argument(
             "--burst", action="store_true", help="Run until nothing is due, then exit."
         )
