@@ -28,7 +28,7 @@ class CronQueueSettings:
     DATABASE: str = "default"
     DEFAULT_QUEUE: str = "default"
     SHUTDOWN_TIMEOUT: float = 30
-    PREFETCH: int = 1
+    PREFETCH: int = 10
     PRUNE_BATCH_SIZE: int = 1000
     MAX_PAYLOAD_BYTES: int = 1_000_000
     WORKER_CONN_MAX_AGE: float | None = 600

@@ -1,4 +1,9 @@
-"""Running one claimed job: call its handler, then record the outcome."""
+"""Running claimed jobs: call the handler, then record the outcome on the row.
+
+``run_claimed`` does both for one job (``jobs.tick()`` uses it). The worker uses
+``call`` and a ``Recorder``, which writes quick successes in batches: one UPDATE for
+many rows instead of one per job.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -27,52 +33,131 @@ class Outcome:
     DISCARDED = "discarded"
 
 
-def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, str]:
-    """Call the handler of ``job`` and complete the row.
+@dataclass
+class Call:
+    """What one handler call did."""
 
-    Returns ``(handler_succeeded, outcome)``. Never raises: whatever the handler
-    raises, including SystemExit and KeyboardInterrupt, is recorded on the row.
-    """
+    job: ClaimedJob
+    definition: JobDefinition | None
+    duration: float = 0.0
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.definition is not None and self.error is None
+
+
+def call(job: ClaimedJob, clock: Clock) -> Call:
+    """Call the handler of ``job``. Never raises: whatever the handler raises,
+    including SystemExit and KeyboardInterrupt, is kept in ``Call.error``."""
     definition = registry.get(job.name)
-    if definition is None:  # unregistered since the claim (tests); give the row back
-        lifecycle.release_unstarted([job])
-        return False, Outcome.DISCARDED
-    log_extra = {"job_id": job.id, "job_name": job.name, "attempt": job.attempts}
+    if definition is None:
+        return Call(job, None)
     if signals.job_started.receivers:
         signals.job_started.send(sender=job.name, job=job)
-    logger.debug("Job %s #%s started (attempt %s)", job.name, job.id, job.attempts, extra=log_extra)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "Job %s #%s started (attempt %s)",
+            job.name,
+            job.id,
+            job.attempts,
+            extra=_extra(job, "started"),
+        )
     started = time.monotonic()
     try:
         result = call_handler(definition, job, clock)
     except BaseException as exc:
-        duration = time.monotonic() - started
-        outcome = lifecycle.complete_failure(job, exc, now=clock(), definition=definition)
-        log = logger.error if outcome == Outcome.FAILED else logger.warning
+        return Call(job, definition, time.monotonic() - started, error=exc)
+    return Call(job, definition, time.monotonic() - started, result=result)
+
+
+def record(outcome: Call, now: dt.datetime) -> str:
+    """Write one call's outcome to its row (token-guarded). Returns the outcome."""
+    job = outcome.job
+    if outcome.definition is None:  # unregistered since the claim: give the row back
+        lifecycle.release_unstarted([job])
+        return Outcome.DISCARDED
+    if outcome.error is not None:
+        result = lifecycle.complete_failure(
+            job, outcome.error, now=now, definition=outcome.definition
+        )
+        log = logger.error if result == Outcome.FAILED else logger.warning
         log(
             "Job %s #%s raised %s on attempt %s of %s (%s)",
             job.name,
             job.id,
-            type(exc).__name__,
+            type(outcome.error).__name__,
             job.attempts,
             job.max_attempts,
-            outcome,
-            extra={**log_extra, "duration": duration, "outcome": outcome},
+            result,
+            extra=_extra(job, result, outcome.duration),
         )
-        return False, outcome
-    duration = time.monotonic() - started
-    stored = storable_result(result)
-    if lifecycle.complete_success(job, now=clock(), result=stored):
-        if signals.job_succeeded.receivers:
-            signals.job_succeeded.send(sender=job.name, job=job, result=result, duration=duration)
+        return result
+    if not lifecycle.complete_success(job, now=now, result=storable_result(outcome.result)):
+        return Outcome.DISCARDED
+    announce_success(outcome)
+    return Outcome.SUCCEEDED
+
+
+def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, str]:
+    """Call the handler and record the outcome. Returns (handler succeeded, outcome)."""
+    outcome = call(job, clock)
+    return outcome.succeeded, record(outcome, clock())
+
+
+def announce_success(outcome: Call) -> None:
+    job = outcome.job
+    if signals.job_succeeded.receivers:
+        signals.job_succeeded.send(
+            sender=job.name, job=job, result=outcome.result, duration=outcome.duration
+        )
+    if logger.isEnabledFor(logging.INFO):
         logger.info(
             "Job %s #%s succeeded in %.3fs",
             job.name,
             job.id,
-            duration,
-            extra={**log_extra, "duration": duration, "outcome": Outcome.SUCCEEDED},
+            outcome.duration,
+            extra=_extra(job, Outcome.SUCCEEDED, outcome.duration),
         )
-        return True, Outcome.SUCCEEDED
-    return True, Outcome.DISCARDED
+
+
+class Recorder:
+    """Records outcomes for a worker slot, batching quick successes.
+
+    A success whose handler returned None and took under ``QUICK`` seconds waits in a
+    batch; the batch is written when a slow or failed job comes, when it is ``MAX_WAIT``
+    old, or on ``flush()``. Everything else is written at once.
+    """
+
+    QUICK = 0.005
+    MAX_WAIT = 0.02
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.pending: list[Call] = []
+        self.oldest = 0.0
+
+    def add(self, outcome: Call) -> None:
+        quick = outcome.succeeded and outcome.result is None and outcome.duration < self.QUICK
+        if not quick:
+            self.flush()
+            record(outcome, self.clock())
+            return
+        if not self.pending:
+            self.oldest = time.monotonic()
+        self.pending.append(outcome)
+        if time.monotonic() - self.oldest >= self.MAX_WAIT:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        batch, self.pending = self.pending, []
+        written = lifecycle.complete_successes([outcome.job for outcome in batch], now=self.clock())
+        for outcome in batch:
+            if outcome.job.id in written:
+                announce_success(outcome)
 
 
 def call_handler(definition: JobDefinition, job: ClaimedJob, clock: Clock) -> Any:
@@ -95,3 +180,15 @@ def storable_result(value: Any) -> Any:
     except (TypeError, ValueError):
         return None
     return value
+
+
+def _extra(job: ClaimedJob, outcome: str, duration: float | None = None) -> dict[str, Any]:
+    extra: dict[str, Any] = {
+        "job_id": job.id,
+        "job_name": job.name,
+        "attempt": job.attempts,
+        "outcome": outcome,
+    }
+    if duration is not None:
+        extra["duration"] = duration
+    return extra

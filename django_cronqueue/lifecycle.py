@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -55,6 +55,51 @@ def complete_success(job: ClaimedJob, *, now: dt.datetime, result: Any = None) -
     if not updated:
         _log_discarded(job, "success")
     return bool(updated)
+
+
+def complete_successes(jobs: list[ClaimedJob], *, now: dt.datetime) -> set[int]:
+    """running -> succeeded for many rows at once (handlers that returned None), each
+    only if its claim still holds the lease. Returns the ids written."""
+    from .claiming.base import TABLE, adapt, placeholders
+
+    connection = connections[database_alias()]
+    returning = connection.vendor != "mysql"  # MariaDB and MySQL have no UPDATE ... RETURNING
+    by_token: dict[str, list[int]] = {}
+    for job in jobs:
+        by_token.setdefault(job.token, []).append(job.id)
+    written: set[int] = set()
+    with connection.cursor() as cursor:
+        for token, ids in by_token.items():
+            sql = (
+                f"UPDATE {TABLE} SET status = %s, finished_at = %s, locked_until = NULL, "
+                f"lock_token = NULL, active_dedupe_key = NULL "
+                f"WHERE lock_token = %s AND status = %s AND id IN ({placeholders(ids)})"
+            )
+            params = adapt(connection, [JobStatus.SUCCEEDED, now, token, JobStatus.RUNNING, *ids])
+            if returning:
+                cursor.execute(sql + " RETURNING id", params)
+                written.update(row[0] for row in cursor.fetchall())
+            else:
+                cursor.execute(sql, params)
+                if cursor.rowcount == len(ids):
+                    written.update(ids)
+                else:
+                    written.update(_succeeded_at(cursor, connection, ids, now))
+    for job in jobs:
+        if job.id not in written:
+            _log_discarded(job, "success")
+    return written
+
+
+def _succeeded_at(cursor: Any, connection: Any, ids: list[int], now: dt.datetime) -> set[int]:
+    from .claiming.base import TABLE, adapt, placeholders
+
+    cursor.execute(
+        f"SELECT id FROM {TABLE} WHERE status = %s AND finished_at = %s "
+        f"AND id IN ({placeholders(ids)})",
+        adapt(connection, [JobStatus.SUCCEEDED, now, *ids]),
+    )
+    return {row[0] for row in cursor.fetchall()}
 
 
 def complete_failure(

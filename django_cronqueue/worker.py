@@ -27,7 +27,7 @@ from django.utils import timezone
 from . import lifecycle
 from .claiming import ClaimedJob, ClaimRequest, claim
 from .conf import database_alias, get_settings
-from .execution import run_claimed
+from .execution import Recorder, call, run_claimed
 from .models import Worker as WorkerRow
 from .registry import registry
 from .runs import TickResult
@@ -100,14 +100,16 @@ def claim_due(
     limit: int,
     worker_id: str,
     lease_until: dt.datetime | None = None,
+    include_capped: bool = True,
 ) -> list[ClaimedJob]:
-    """Claim up to ``limit`` due jobs among the names this process defines."""
+    """Claim up to ``limit`` due jobs among the names this process defines
+    (without the names that have a concurrency cap when ``include_capped`` is False)."""
     uncapped: list[str] = []
     capped: dict[str, int] = {}
     for definition in registry:
         if definition.concurrency is None:
             uncapped.append(definition.name)
-        else:
+        elif include_capped:
             capped[definition.name] = definition.concurrency
     if capped:
         ensure_name_locks(capped)
@@ -122,6 +124,11 @@ def claim_due(
         queues=list(queues) if queues else None,
     )
     return claim(request, using=database_alias())
+
+
+def registry_capped(name: str) -> bool:
+    definition = registry.get(name)
+    return definition is not None and definition.concurrency is not None
 
 
 _locked_names: set[tuple[str, str]] = set()
@@ -187,6 +194,7 @@ class Worker:
         self._abandoned: set[threading.Thread] = set()
         self._signals = 0
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
+        self._skip_capped_until = 0.0
 
     # lifecycle ------------------------------------------------------------------
 
@@ -283,66 +291,96 @@ class Worker:
 
     def _slot_loop(self) -> None:
         failures = 0
+        batch = 1  # grows while jobs are quick, back to 1 after a slow job or when idle
+        recorder = Recorder(timezone.now)
         try:
             while not self.stopping.is_set():
                 try:
                     close_old_connections()
-                    jobs = self._claim()
+                    jobs = self._claim(batch)
                     failures = 0
                 except (DatabaseError, InterfaceError) as exc:
                     failures += 1
                     self._database_backoff(exc, failures)
                     continue
                 if not jobs:
+                    batch = 1
                     if self.mode != "forever":
                         return
                     self.wake.wait(self.poll_interval)
                     self.wake.clear()
                     continue
-                if not self._run_held(jobs):
-                    return  # this slot overran a timeout and was replaced
+                replaced, all_quick = self._run_held(jobs, recorder)
+                if replaced:
+                    return  # this slot overran a timeout and another took its place
+                batch = min(batch * 2, self.prefetch) if all_quick else 1
         finally:
             connections.close_all()
 
-    def _claim(self) -> list[ClaimedJob]:
+    def _claim(self, limit: int) -> list[ClaimedJob]:
         now = timezone.now()
+        # Capped names take a locked, costlier claim: after one that found none of
+        # them, leave them out for a poll interval (a wake-up brings them back).
+        include_capped = time.monotonic() >= self._skip_capped_until or self.wake.is_set()
         jobs = claim_due(
             self._cutoff or now,
             queues=self.queues,
-            limit=self.prefetch,
+            limit=limit,
             worker_id=self.id,
             lease_until=now + self.lease,
+            include_capped=include_capped,
         )
+        if include_capped and not any(registry_capped(job.name) for job in jobs):
+            self._skip_capped_until = time.monotonic() + self.poll_interval
         with self._held_lock:
             for job in jobs:
                 self._held[job.id] = HeldJob(job, slot=threading.current_thread().name)
         return jobs
 
-    def _run_held(self, jobs: list[ClaimedJob]) -> bool:
-        """Run claimed jobs in order. False when this slot was replaced meanwhile."""
-        for index, job in enumerate(jobs):
-            if self.stopping.is_set():
-                self._give_back(jobs[index:])
-                return True
-            definition = registry.get(job.name)
-            timeout = definition.effective_timeout if definition else 0.0
+    def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> tuple[bool, bool]:
+        """Run claimed jobs in order. Returns (this slot was replaced, all were quick)."""
+        all_quick = True
+        try:
+            for index, job in enumerate(jobs):
+                if self.stopping.is_set():
+                    self._give_back(jobs[index:])
+                    break
+                replaced, quick = self._run_one(job, recorder)
+                all_quick = all_quick and quick
+                if replaced:
+                    self._give_back(jobs[index + 1 :])
+                    return True, False
+            return False, all_quick
+        finally:
+            self._flush(recorder)
+
+    def _run_one(self, job: ClaimedJob, recorder: Recorder) -> tuple[bool, bool]:
+        """Run one job. Returns (its slot was replaced meanwhile, it was quick)."""
+        definition = registry.get(job.name)
+        timeout = definition.effective_timeout if definition else 0.0
+        with self._held_lock:
+            held = self._held[job.id]
+            held.deadline = time.monotonic() + timeout
+        quick = False
+        try:
+            outcome = call(job, timezone.now)
+            quick = outcome.duration < Recorder.QUICK
+            recorder.add(outcome)
+        except (DatabaseError, InterfaceError) as exc:
+            # The handler ran but its outcome could not be written; the lease will
+            # expire and the job runs again (at-least-once).
+            logger.error("Job %s #%s: could not record the outcome: %s", job.name, job.id, exc)
+        finally:
             with self._held_lock:
-                held = self._held[job.id]
-                held.deadline = time.monotonic() + timeout
-            try:
-                run_claimed(job, timezone.now)
-            except (DatabaseError, InterfaceError) as exc:
-                # The handler ran but its completion could not be written; the lease
-                # will expire and the job runs again (at-least-once).
-                logger.error("Job %s #%s: could not record the outcome: %s", job.name, job.id, exc)
-            finally:
-                with self._held_lock:
-                    self._held.pop(job.id, None)
-                close_old_connections()
-            if held.abandoned:
-                self._give_back(jobs[index + 1 :])
-                return False
-        return True
+                self._held.pop(job.id, None)
+            close_old_connections()
+        return held.abandoned, quick
+
+    def _flush(self, recorder: Recorder) -> None:
+        try:
+            recorder.flush()
+        except (DatabaseError, InterfaceError) as exc:
+            logger.error("Worker %s: could not record finished jobs: %s", self.id, exc)
 
     def _give_back(self, jobs: list[ClaimedJob]) -> None:
         try:
@@ -464,8 +502,9 @@ class Worker:
         self.stopping.wait(delay)
 
     def _use_persistent_connections(self) -> None:
-        """A worker is long-lived: keep connections open between jobs (with health
-        checks) instead of reconnecting per job, unless CONN_MAX_AGE says otherwise."""
+        """A worker is long-lived: keep connections open between jobs instead of
+        reconnecting per job, unless CONN_MAX_AGE says otherwise. A broken connection
+        raises, is closed by close_old_connections() and reopened on the next claim."""
         max_age = get_settings().WORKER_CONN_MAX_AGE
         if max_age is None:
             return
@@ -473,4 +512,3 @@ class Worker:
             config = connections.settings[alias]
             if config.get("CONN_MAX_AGE", 0) == 0:  # Django's default; None is "forever"
                 config["CONN_MAX_AGE"] = max_age
-                config["CONN_HEALTH_CHECKS"] = True

@@ -3,10 +3,13 @@
 ``claim(request, using=...)`` atomically moves up to ``request.limit`` due, pending
 rows of the names this worker knows to ``running`` under a fresh lease and token,
 in the order priority DESC, run_at, id, honouring per-name ``concurrency=`` caps.
+Names with a cap are claimed in a separate step (under their lock rows); the jobs of
+one claim are returned in claim order.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import import_module
 
 from django.db import connections
@@ -33,6 +36,13 @@ def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
             "use PostgreSQL, MySQL/MariaDB or SQLite."
         )
     backend = import_module(f"{__name__}.{module_name}")
-    jobs: list[ClaimedJob] = backend.claim(connection, request)
+    jobs: list[ClaimedJob] = []
+    # Capped names first, in their own (costlier) locked step, so that a steady flow of
+    # uncapped jobs cannot starve them; caps keep them from starving the rest.
+    if request.capped:
+        jobs += backend.claim(connection, replace(request, names=[]))
+    remaining = request.limit - len(jobs)
+    if remaining > 0 and request.names:
+        jobs += backend.claim(connection, replace(request, capped={}, limit=remaining))
     jobs.sort(key=ClaimedJob.order_key)
     return jobs

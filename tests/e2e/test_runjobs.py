@@ -56,25 +56,43 @@ def test_a_job_whose_worker_is_killed_runs_again_after_its_lease_expires(runjobs
 
 
 def test_sigterm_lets_the_running_handler_finish_gives_back_the_rest_and_exits_0(runjobs):
+    # Quick jobs first: the worker's claims grow 1, 2, 4, so the four slow jobs are
+    # claimed together and three of them wait, claimed but unstarted, behind the first.
+    for _ in range(3):
+        jobs.enqueue(test_jobs.noop)
     slow = [
-        jobs.enqueue(test_jobs.slow_record, {"key": f"slow-{i}", "seconds": 1.5}) for i in range(3)
+        jobs.enqueue(test_jobs.slow_record, {"key": f"slow-{i}", "seconds": 1.5}) for i in range(4)
     ]
-    worker = runjobs.start(
-        "--shutdown-timeout", "20", settings={"PREFETCH": 3, "POLL_INTERVAL": 0.2}
-    )
-    wait_until(lambda: Job.objects.filter(status="running").count() == 3)
-    time.sleep(0.3)  # the first handler is under way
+    worker = runjobs.start("--shutdown-timeout", "20", settings={"PREFETCH": 4})
+    wait_until(lambda: Job.objects.filter(status="running").count() == 4)
+    time.sleep(0.3)  # the first slow handler is under way
     started = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, runjobs.log(0)
     assert time.monotonic() - started < 20
-    statuses = {job.pk: Job.objects.get(pk=job.pk) for job in slow}
-    assert statuses[slow[0].pk].status == "succeeded"
+    rows = {row.pk: row for row in Job.objects.filter(pk__in=[job.pk for job in slow])}
+    assert rows[slow[0].pk].status == "succeeded"
     for job in slow[1:]:
-        row = statuses[job.pk]
+        row = rows[job.pk]
         assert (row.status, row.attempts, row.lock_token) == ("pending", 0, None)
     assert list(SideEffect.objects.values_list("key", flat=True)) == ["slow-0"]
     assert not Worker.objects.exists()  # the worker unregistered itself
+
+
+def test_claims_grow_only_while_jobs_are_quick_so_slow_jobs_spread_over_idle_workers(runjobs):
+    """No hoarding: 20 one-second jobs enqueued at once spread over four idle workers."""
+    workers = [runjobs.start("--poll-interval", "0.2") for _ in range(4)]
+    wait_until(lambda: Worker.objects.count() == 4)
+    for i in range(20):
+        jobs.enqueue(test_jobs.slow_record, {"key": f"second-{i}", "seconds": 1})
+    wait_until(lambda: SideEffect.objects.count() == 20, timeout=60)
+    per_worker = SideEffect.objects.values("pid").annotate(n=Count("id"))
+    assert len(per_worker) == 4
+    assert max(row["n"] for row in per_worker) <= 7  # an even share is 5
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    for index, worker in enumerate(workers):
+        assert worker.wait(30) == 0, runjobs.log(index)
 
 
 def test_a_second_signal_exits_at_once(runjobs):
