@@ -16,3 +16,6 @@ class CronQueueConfig(AppConfig):
         # Import every installed app's jobs.py, as the admin does with admin.py. An
         # error inside one of them propagates: a broken jobs module stops start-up.
         autodiscover_modules("jobs")
+        from .backend import autodiscover_task_modules
+
+        autodiscover_task_modules()  # tasks.py, when TASKS uses CronQueueBackend (Django 6+)

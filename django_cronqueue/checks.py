@@ -61,6 +61,7 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         lambda v: v is None or (_is_number(v) and v >= 0),
         "a number of seconds >= 0, or None to keep Django's CONN_MAX_AGE",
     ),
+    "EAGER": ("E019", lambda v: isinstance(v, bool), "True or False"),
 }
 
 MINIMUM_VERSIONS = {"sqlite": (3, 35), "postgresql": (13,), "mysql": (8, 0), "mariadb": (10, 6)}

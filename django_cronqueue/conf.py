@@ -32,6 +32,7 @@ class CronQueueSettings:
     PRUNE_BATCH_SIZE: int = 1000
     MAX_PAYLOAD_BYTES: int = 1_000_000
     WORKER_CONN_MAX_AGE: float | None = 600
+    EAGER: bool = False  # tests: enqueue runs the handler at once (django_cronqueue.eager)
 
 
 DEFAULTS = CronQueueSettings()

@@ -61,9 +61,16 @@ def enqueue(
         queue=queue,
     )
     using = database_alias()
-    saved = _insert(row, using) if dedupe_key is None else _insert_deduplicated(row, using)
-    if saved is row:
-        notify_workers(using, [row.run_at], now)
+    if connections[using].vendor in ONE_STATEMENT_VENDORS:
+        saved = _insert_one_statement(row, using, wake=_due_soon(row.run_at, now))
+    elif dedupe_key is None:
+        saved = _insert(row, using)
+    else:
+        saved = _insert_deduplicated(row, using)
+    if saved is row and get_settings().EAGER:  # tests: run it now (django_cronqueue.eager)
+        from .eager import run_eagerly
+
+        return run_eagerly(saved)
     return saved
 
 
@@ -93,6 +100,10 @@ def enqueue_many(
     with transaction.atomic(using=using):
         created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
         notify_workers(using, [when], now)
+    if get_settings().EAGER:  # tests: run them now (django_cronqueue.eager)
+        from .eager import run_many_eagerly
+
+        return run_many_eagerly(created, now)
     return created
 
 
@@ -344,6 +355,51 @@ def resolve_run_at(
 
 
 # --- writing ------------------------------------------------------------------------
+
+
+ONE_STATEMENT_VENDORS = ("postgresql", "sqlite")
+
+
+def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
+    """PostgreSQL and SQLite: one INSERT ... ON CONFLICT DO NOTHING RETURNING id, which
+    also wakes idle PostgreSQL workers (pg_notify in RETURNING, delivered on commit).
+
+    A conflict on (name, active_dedupe_key) inserts nothing and raises nothing, so no
+    savepoint is needed inside the caller's transaction; the holder is returned.
+    """
+    connection = connections[using]
+    fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
+    values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    returning = "id"
+    params = list(values)
+    if wake and connection.vendor == "postgresql":
+        returning += ", pg_notify(%s, '')"
+        params.append(NOTIFY_CHANNEL)
+    sql = (
+        f"INSERT INTO {Job._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
+    )
+    for _ in range(DEDUPE_ATTEMPTS):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            inserted = cursor.fetchone()
+        if inserted is not None:
+            row.pk = inserted[0]
+            row._state.adding = False
+            row._state.db = using
+            return row
+        existing = _active_holder(row, using)
+        if existing is not None:
+            return existing
+    raise IntegrityError(
+        f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
+        "changing hands; try again."
+    )
+
+
+def _due_soon(run_at: dt.datetime, now: dt.datetime) -> bool:
+    return run_at <= now + dt.timedelta(seconds=get_settings().POLL_INTERVAL)
 
 
 def _insert(row: Job, using: str) -> Job:

@@ -54,8 +54,7 @@ def call(job: ClaimedJob, clock: Clock) -> Call:
     definition = registry.get(job.name)
     if definition is None:
         return Call(job, None)
-    if signals.job_started.receivers:
-        signals.job_started.send(sender=job.name, job=job)
+    signals.send(signals.job_started, job.name, job=job)
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug(
             "Job %s #%s started (attempt %s)",
@@ -108,10 +107,9 @@ def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, str]:
 
 def announce_success(outcome: Call) -> None:
     job = outcome.job
-    if signals.job_succeeded.receivers:
-        signals.job_succeeded.send(
-            sender=job.name, job=job, result=outcome.result, duration=outcome.duration
-        )
+    signals.send(
+        signals.job_succeeded, job.name, job=job, result=outcome.result, duration=outcome.duration
+    )
     if logger.isEnabledFor(logging.INFO):
         logger.info(
             "Job %s #%s succeeded in %.3fs",

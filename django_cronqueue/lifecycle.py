@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connections, transaction
@@ -121,7 +122,7 @@ def complete_failure(
             traceback=trace,
         )
         if updated:
-            _send(signals.job_retrying, job, exc=exc, run_at=run_at)
+            signals.send(signals.job_retrying, job.name, job=job, exc=exc, run_at=run_at)
             return "retrying"
     else:
         updated = guard.update(
@@ -165,7 +166,47 @@ def report_failure(definition: JobDefinition | None, job_id: int, exc: BaseExcep
             definition.on_failed(job, exc)
         except Exception:
             logger.exception("on_failed of job %s #%s raised", job.name, job.id)
-    signals.job_failed.send(sender=job.name, job=job, exc=exc)
+    signals.send(signals.job_failed, job.name, job=job, exc=exc)
+
+
+def claim_one(job_id: int, *, worker_id: str) -> ClaimedJob | None:
+    """pending -> running for one row whatever its run_at (eager mode's claim: the
+    worker's, minus the due and concurrency conditions). None if it is not pending."""
+    from .claiming import ClaimedJob
+
+    now = timezone.now()
+    name = _jobs().filter(id=job_id).values_list("name", flat=True).first() or ""
+    definition = registry.get(name)
+    timeout = definition.effective_timeout if definition else 0.0
+    token = uuid.uuid4().hex
+    claimed = (
+        _jobs()
+        .filter(id=job_id, status=JobStatus.PENDING)
+        .update(
+            status=JobStatus.RUNNING,
+            attempts=F("attempts") + 1,
+            locked_until=now + dt.timedelta(seconds=get_settings().LEASE + timeout),
+            lock_token=token,
+            worker_id=worker_id,
+            started_at=now,
+        )
+    )
+    if not claimed:
+        return None
+    row = _jobs().get(id=job_id)
+    return ClaimedJob(
+        id=row.pk,
+        name=row.name,
+        payload=row.payload,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        queue=row.queue,
+        priority=row.priority,
+        run_at=row.run_at,
+        scheduled_for=row.scheduled_for,
+        created_at=row.created_at,
+        token=token,
+    )
 
 
 def release_unstarted(jobs: list[ClaimedJob]) -> int:
@@ -232,7 +273,7 @@ def _recover_one(row: dict[str, Any], now: dt.datetime) -> int:
         return 0
     if not final and signals.job_retrying.receivers:
         job = _jobs().filter(id=row["id"]).first()
-        signals.job_retrying.send(sender=row["name"], job=job, exc=exc, run_at=now)
+        signals.send(signals.job_retrying, row["name"], job=job, exc=exc, run_at=now)
     logger.warning(
         "Job %s #%s lost its lease: %s",
         row["name"],
@@ -335,6 +376,7 @@ def retry(job: Job, *, now: dt.datetime | None = None) -> bool:
         return False
     if updated:
         _apply(job, changes)
+        _wake_workers(now)
     return bool(updated)
 
 
@@ -355,11 +397,19 @@ def cancel(job: Job, *, reason: str = "", now: dt.datetime | None = None) -> boo
 
 def run_now(job: Job, *, now: dt.datetime | None = None) -> bool:
     """pending -> due now. False when the job is not pending."""
-    changes = {"run_at": now or timezone.now()}
+    now = now or timezone.now()
+    changes = {"run_at": now}
     updated = _jobs().filter(id=job.pk, status=JobStatus.PENDING).update(**changes)
     if updated:
         _apply(job, changes)
+        _wake_workers(now)
     return bool(updated)
+
+
+def _wake_workers(now: dt.datetime) -> None:
+    from .enqueue import notify_workers
+
+    notify_workers(database_alias(), [now], now)
 
 
 def mark_skipped(job: Job, reason: str, *, now: dt.datetime) -> None:
@@ -378,11 +428,6 @@ def mark_skipped(job: Job, reason: str, *, now: dt.datetime) -> None:
 def _apply(job: Job, changes: dict[str, Any]) -> None:
     for field, value in changes.items():
         setattr(job, field, value)
-
-
-def _send(signal: Any, job: ClaimedJob, **kwargs: Any) -> None:
-    if signal.receivers:
-        signal.send(sender=job.name, job=job, **kwargs)
 
 
 def _log_discarded(job: ClaimedJob, what: str) -> None:

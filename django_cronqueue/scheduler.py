@@ -141,7 +141,7 @@ def materialize_schedule(definition: JobDefinition, row: CronSchedule, now: dt.d
         jobs = create_occurrences(definition, due, now)
     row.cursor = now
     for job in jobs:
-        signals.cron_occurrence_created.send(sender=definition.name, job=job, schedule=row)
+        signals.send(signals.cron_occurrence_created, definition.name, job=job, schedule=row)
     return len(jobs)
 
 
@@ -258,7 +258,7 @@ def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> in
             missing = missing[: MAX_BACKFILL - len(created)]
             created.extend(create_occurrences(definition, missing, now))
     for job in created:
-        signals.cron_occurrence_created.send(sender=definition.name, job=job, schedule=schedule)
+        signals.send(signals.cron_occurrence_created, definition.name, job=job, schedule=schedule)
     return len(created)
 
 

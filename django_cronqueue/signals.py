@@ -8,10 +8,29 @@
 - ``cron_occurrence_created(job, schedule)``: a cron occurrence became a job row.
 """
 
+import logging
+
 from django.dispatch import Signal
+
+logger = logging.getLogger("django_cronqueue")
 
 job_started = Signal()
 job_succeeded = Signal()
 job_failed = Signal()
 job_retrying = Signal()
 cron_occurrence_created = Signal()
+
+
+def send(signal: Signal, sender: str, **kwargs: object) -> None:
+    """Send ``signal`` to its receivers; a receiver that raises is logged, never
+    allowed to break the worker or the caller."""
+    if not signal.receivers:
+        return
+    for receiver, response in signal.send_robust(sender=sender, **kwargs):
+        if isinstance(response, Exception):
+            logger.error(
+                "Receiver %r of a django-cronqueue signal raised for %s",
+                receiver,
+                sender,
+                exc_info=response,
+            )

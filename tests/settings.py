@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import django
+
 BASE_DIR = Path(__file__).resolve().parent
 SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
@@ -98,6 +100,20 @@ CRONQUEUE = {"POLL_INTERVAL": 0.2}
 CRONQUEUE.update(json.loads(os.environ.get("CRONQUEUE_TEST_SETTINGS", "{}")))
 if os.environ.get("CRONQUEUE_TEST_DB_EXACT_NAME"):
     DATABASES["default"]["NAME"] = os.environ["CRONQUEUE_TEST_DB_EXACT_NAME"]
+
+if django.VERSION >= (6, 0):
+    # Django's Tasks framework: @task functions of tests/testapp/tasks.py enqueue as jobs.
+    TASKS = {
+        "default": {
+            "BACKEND": "django_cronqueue.backend.CronQueueBackend",
+            "QUEUES": ["default", "tasks"],
+        },
+        "no_retries": {
+            "BACKEND": "django_cronqueue.backend.CronQueueBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"RETRIES": 0, "TIMEOUT": 30},
+        },
+    }
 
 LOGGING = {
     "version": 1,

@@ -321,3 +321,23 @@ def test_status_strings_are_the_documented_ones():
         "failed",
         "cancelled",
     ]
+
+
+def test_a_signal_receiver_that_raises_does_not_break_the_tick(caplog):
+    from django_cronqueue import signals
+
+    def broken(**kwargs):
+        raise RuntimeError("receiver bug")
+
+    signals.job_started.connect(broken)
+    signals.job_succeeded.connect(broken)
+    try:
+        job = jobs.enqueue(test_jobs.record, {"key": "k"})
+        with caplog.at_level(logging.ERROR, logger="django_cronqueue"):
+            assert jobs.tick().ran == 1
+    finally:
+        signals.job_started.disconnect(broken)
+        signals.job_succeeded.disconnect(broken)
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+    assert "receiver bug" in caplog.text

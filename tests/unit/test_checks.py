@@ -41,6 +41,7 @@ VALID = {
     "PRUNE_BATCH_SIZE": 1,
     "MAX_PAYLOAD_BYTES": 10,
     "WORKER_CONN_MAX_AGE": None,
+    "EAGER": False,
 }
 
 
@@ -94,6 +95,7 @@ BAD_VALUES = [
     ("PRUNE_BATCH_SIZE", "E014", [0, -1, 10.0, None]),
     ("MAX_PAYLOAD_BYTES", "E015", [0, -1, 1e6, "1MB", None]),
     ("WORKER_CONN_MAX_AGE", "E016", [-1, "600", True, math.inf]),
+    ("EAGER", "E019", [1, "yes", None]),
 ]
 
 

@@ -1,0 +1,493 @@
+"""A backend for Django's Tasks framework (Django >= 6.0).
+
+``TASKS = {"default": {"BACKEND": "django_cronqueue.backend.CronQueueBackend"}}`` makes
+functions decorated with ``django.tasks.task`` enqueue as ``Job`` rows. ``runjobs`` runs
+them with the retries, leases, admin and signals of any other job, and ``get_result()``
+reads the row back as a ``TaskResult``.
+
+How a worker learns about a task. Names are the only link between a row and code:
+nothing is ever imported from a row. Each task is registered in this process's job
+registry, under the name ``"task:<module>.<function>"``, when Django validates it,
+which happens when the ``@task`` decorator runs, i.e. when the module defining it is
+imported (and again on every enqueue). For a worker that never enqueues, the app
+config imports every installed app's ``tasks.py`` at start-up (as it imports
+``jobs.py``), once a ``CronQueueBackend`` is configured; ``OPTIONS["AUTODISCOVER"]``
+changes the module names. A task defined elsewhere must be imported by some module
+that is loaded at start-up, or its rows wait, pending, for a worker that knows it.
+
+Arguments. A task takes positional and keyword arguments; the row's payload is
+``{"args": [...], "kwargs": {...}}`` and goes through the same checks as every payload
+(JSON only, within ``MAX_PAYLOAD_BYTES``, bound to the function's signature), raising
+``jobs.InvalidPayload`` at the call site.
+
+This module imports on Django 5.2, where ``django.tasks`` does not exist; using the
+backend there raises ``ImproperlyConfigured``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextvars
+import inspect
+import logging
+import math
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import autodiscover_modules, import_string
+
+from . import signals
+from .conf import database_alias
+from .exceptions import InvalidPayload
+from .registry import MAX_NAME_LENGTH, JobDefinition, registry, validate_common_options
+
+try:
+    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import TaskError
+    from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+
+    HAS_DJANGO_TASKS = True
+except ImportError:  # Django < 6.0
+    BaseTaskBackend = object  # type: ignore[assignment,misc]
+    HAS_DJANGO_TASKS = False
+
+logger = logging.getLogger("django_cronqueue")
+
+NAME_PREFIX = "task:"
+OPTION_KEYS = frozenset({"RETRIES", "TIMEOUT", "AUTODISCOVER"})
+DEFAULT_AUTODISCOVER = ("tasks",)
+BACKEND_PATH = "django_cronqueue.backend.CronQueueBackend"
+
+
+class TaskCancelled(Exception):
+    """Stands for a cancelled job in ``TaskResult.errors``: Django has no cancelled status,
+    so a cancelled job reads as ``FAILED`` with this error."""
+
+
+def _require_django_tasks() -> None:
+    if not HAS_DJANGO_TASKS:
+        import django
+
+        raise ImproperlyConfigured(
+            "django_cronqueue.backend.CronQueueBackend needs Django's Tasks framework "
+            f"(Django >= 6.0); this is Django {django.get_version()}. Remove it from the "
+            "TASKS setting, or enqueue with django_cronqueue.jobs instead."
+        )
+
+
+def job_name(task: Any) -> str:
+    """The job name a Django task runs under: ``"task:<module>.<qualname>"``."""
+    return f"{NAME_PREFIX}{task.module_path}"
+
+
+# --- the registry of tasks ----------------------------------------------------------
+
+# name -> the Task registered under it (its func is the function the worker calls).
+_tasks: dict[str, Any] = {}
+_tasks_lock = threading.Lock()
+
+# The TaskResult of the task run starting in this thread (set by the job_started
+# receiver below, read by the runner for takes_context tasks).
+_current_result: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "cronqueue_task_result", default=None
+)
+
+
+def registered_task(name: str) -> Any:
+    """The Task registered under a job name in this process, or None."""
+    return _tasks.get(name)
+
+
+def _register(task: Any, retries: int | None, timeout: float | None) -> JobDefinition:
+    """Register ``task`` in the job registry (once; the first registration's options win)."""
+    name = job_name(task)
+    with _tasks_lock:
+        known = _tasks.get(name)
+        existing = registry.get(name)
+        if known is not None and known.func is task.func and existing is not None:
+            return existing
+        try:
+            validate_common_options(
+                name,
+                retries=retries,
+                backoff=lambda attempt: 0,
+                timeout=timeout,
+                queue=task.queue_name,
+                priority=task.priority,
+                on_failed=None,
+            )
+            definition = registry.register(
+                JobDefinition(
+                    name=name,
+                    func=_runner(task.func, task.takes_context, name),
+                    retries=retries,
+                    timeout=timeout,
+                    queue=task.queue_name,
+                    priority=task.priority,
+                )
+            )
+        except ImproperlyConfigured as exc:
+            raise InvalidTask(str(exc)) from None
+        _tasks[name] = task
+        return definition
+
+
+def _runner(func: Callable[..., Any], takes_context: bool, name: str) -> Callable[..., Any]:
+    """The handler a worker calls for a task's row: ``run(args=[...], kwargs={...})``."""
+
+    def run(args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        call_args = list(args)
+        result = _current_result.get()
+        _current_result.set(None)
+        if takes_context:
+            if result is None or result.task.func is not func:
+                raise RuntimeError(
+                    f"Task {name}: takes_context tasks run only under a django-cronqueue "
+                    "worker (the TaskContext could not be built)."
+                )
+            call_args.insert(0, TaskContext(task_result=result))
+        if inspect.iscoroutinefunction(func):
+            return async_to_sync(func)(*call_args, **(kwargs or {}))
+        return func(*call_args, **(kwargs or {}))
+
+    # Error messages about the definition name the task's function, not this wrapper.
+    run.__module__ = func.__module__
+    run.__qualname__ = func.__qualname__
+    run.__name__ = func.__name__
+    return run
+
+
+# --- the backend --------------------------------------------------------------------
+
+
+class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
+    """Django Tasks backend storing tasks as django-cronqueue ``Job`` rows.
+
+    ``OPTIONS``: ``RETRIES`` (retries after the first attempt; default
+    ``CRONQUEUE["DEFAULT_RETRIES"]``), ``TIMEOUT`` (seconds; default
+    ``CRONQUEUE["DEFAULT_TIMEOUT"]``), both for the tasks whose decorator names this
+    backend, and ``AUTODISCOVER`` (module names imported from every installed app at
+    start-up; default ``["tasks"]``, ``[]`` for none).
+    """
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        _require_django_tasks()
+        super().__init__(alias, params)
+        options = dict(self.options)
+        unknown = sorted(set(options) - OPTION_KEYS)
+        if unknown:
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['OPTIONS'] has unknown key(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(OPTION_KEYS))}."
+            )
+        self.retries = options.get("RETRIES")
+        self.timeout = options.get("TIMEOUT")
+        if self.retries is not None and (
+            not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0
+        ):
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['OPTIONS']['RETRIES'] must be an integer >= 0 (retries "
+                f"after the first attempt), got {self.retries!r}."
+            )
+        if self.timeout is not None and (
+            not isinstance(self.timeout, (int, float))
+            or isinstance(self.timeout, bool)
+            or not math.isfinite(self.timeout)
+            or self.timeout <= 0
+        ):
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['OPTIONS']['TIMEOUT'] must be a number of seconds > 0, "
+                f"got {self.timeout!r}."
+            )
+        self.autodiscover = _autodiscover_option(alias, options)
+
+    # validation and registration ----------------------------------------------------
+
+    def validate_task(self, task: Any) -> None:
+        """Django's checks, then registration in this process's job registry."""
+        super().validate_task(task)
+        if len(job_name(task)) > MAX_NAME_LENGTH:
+            raise InvalidTask(
+                f"Task {task.module_path}: its job name {job_name(task)!r} is longer than "
+                f"{MAX_NAME_LENGTH} characters."
+            )
+        _register(task, self.retries, self.timeout)
+
+    def _check_arguments(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        leading = [None] if task.takes_context else []
+        signature = inspect.signature(task.func)
+        try:
+            signature.bind(*leading, *args, **kwargs)
+        except TypeError as exc:
+            raise InvalidPayload(
+                f"Task {task.module_path}{signature}: the arguments do not match ({exc})."
+            ) from None
+
+    # enqueueing -----------------------------------------------------------------------
+
+    def enqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        from .enqueue import enqueue
+
+        self.validate_task(task)
+        definition = registry.resolve(job_name(task))
+        self._check_arguments(task, args, kwargs)
+        job = enqueue(
+            definition,
+            {"args": list(args), "kwargs": dict(kwargs)},
+            run_at=task.run_after,
+            priority=task.priority,
+            queue=task.queue_name,
+        )
+        result = self.result_from_row(job, task)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    # results ---------------------------------------------------------------------------
+
+    def get_result(self, result_id: Any) -> Any:
+        """The TaskResult of the row whose id is ``result_id``.
+
+        Raises ``TaskResultDoesNotExist`` when there is no such task row, or when its
+        task is not defined in this process (its module was never imported)."""
+        from .models import Job
+
+        try:
+            pk = int(str(result_id))
+        except (TypeError, ValueError):
+            raise TaskResultDoesNotExist(result_id) from None
+        row = (
+            Job.objects.using(database_alias()).filter(pk=pk, name__startswith=NAME_PREFIX).first()
+        )
+        if row is None:
+            raise TaskResultDoesNotExist(result_id)
+        task = registered_task(row.name)
+        if task is None:
+            raise TaskResultDoesNotExist(
+                f"{result_id}: job {row.name!r} is a task this process does not define "
+                "(is its module imported?)"
+            )
+        return self.result_from_row(row, task)
+
+    def result_from_row(self, row: Any, task: Any) -> Any:
+        """Map a ``Job`` row to a Django ``TaskResult``."""
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        attempts = row.attempts or 0
+        # The row keeps only the latest lease holder: earlier attempts' workers are "".
+        worker_ids = [""] * max(attempts - 1, 0) + [row.worker_id] if attempts else []
+        result: Any = TaskResult(
+            task=self._task_for_row(row, task),
+            id=str(row.pk),
+            status=STATUS_MAP[row.status],
+            enqueued_at=row.created_at,
+            started_at=row.started_at,
+            last_attempted_at=row.started_at,
+            finished_at=row.finished_at,
+            args=list(payload.get("args") or []),
+            kwargs=dict(payload.get("kwargs") or {}),
+            backend=self.alias,
+            errors=task_errors(row),
+            worker_ids=worker_ids,
+        )
+        object.__setattr__(result, "_return_value", row.result)
+        return result
+
+    def _task_for_row(self, row: Any, task: Any) -> Any:
+        """The task as this row runs it: its priority, queue and run_after."""
+        deferred = row.run_at is not None and row.created_at is not None
+        run_after = row.run_at if deferred and row.run_at > row.created_at else None
+        try:
+            return replace(
+                task,
+                priority=row.priority,
+                queue_name=row.queue,
+                run_after=run_after,
+                backend=self.alias,
+            )
+        except (InvalidTask, ImproperlyConfigured, TypeError, ValueError):
+            return task  # a row changed outside Django's limits (e.g. priority > 100)
+
+    # checks ----------------------------------------------------------------------------
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        from django.apps import apps
+
+        if apps.is_installed("django_cronqueue"):
+            return []
+        return [
+            checks.Error(
+                f"TASKS[{self.alias!r}] uses {BACKEND_PATH}, but django_cronqueue is not in "
+                "INSTALLED_APPS.",
+                hint='Add "django_cronqueue" to INSTALLED_APPS and run migrate.',
+                id="django_cronqueue.E020",
+            )
+        ]
+
+
+STATUS_MAP: dict[str, Any] = (
+    {
+        "pending": TaskResultStatus.READY,
+        "running": TaskResultStatus.RUNNING,
+        "succeeded": TaskResultStatus.SUCCESSFUL,
+        "failed": TaskResultStatus.FAILED,
+        "cancelled": TaskResultStatus.FAILED,
+    }
+    if HAS_DJANGO_TASKS
+    else {}
+)
+
+
+def _autodiscover_option(alias: str, options: dict[str, Any]) -> tuple[str, ...]:
+    value = options.get("AUTODISCOVER", DEFAULT_AUTODISCOVER)
+    if isinstance(value, str) or not all(isinstance(item, str) and item for item in value):
+        raise ImproperlyConfigured(
+            f"TASKS[{alias!r}]['OPTIONS']['AUTODISCOVER'] must be a list of module names "
+            f'(e.g. ["tasks"]), got {value!r}.'
+        )
+    return tuple(value)
+
+
+# --- errors -------------------------------------------------------------------------
+
+_EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*)(?::|$)")
+
+
+def task_errors(row: Any) -> list[Any]:
+    """``TaskResult.errors`` of a row: its last error (the row keeps only the last one)."""
+    if not row.last_error:
+        return []
+    if row.status == "cancelled":
+        return [
+            TaskError(
+                exception_class_path=f"{__name__}.{TaskCancelled.__qualname__}",
+                traceback=row.last_error,
+            )
+        ]
+    class_name = row.last_error.split(":", 1)[0].strip()
+    path = _exception_path(class_name, row.traceback or "")
+    if path is not None:
+        return [TaskError(exception_class_path=path, traceback=row.traceback)]
+    if class_name == "LeaseLost":
+        path = "django_cronqueue.exceptions.LeaseLost"
+    elif isinstance(getattr(builtins, class_name, None), type):
+        path = f"builtins.{class_name}"
+    else:
+        path = class_name
+    return [TaskError(exception_class_path=path, traceback=row.last_error)]
+
+
+def _exception_path(class_name: str, traceback: str) -> str | None:
+    """The dotted path of ``class_name`` as the traceback's last exception line gives
+    it (``tests.app.Boom: ...``; builtins appear bare), or None when the traceback is
+    not of that exception."""
+    for line in reversed(traceback.splitlines()):
+        if not line or line[0].isspace():
+            continue
+        match = _EXCEPTION_LINE.match(line)
+        if match is None:
+            continue
+        path = match.group(1)
+        if path == class_name:
+            return f"builtins.{class_name}"
+        if path.endswith("." + class_name):
+            return path
+    return None
+
+
+# --- Django's task signals, sent from the worker ------------------------------------
+
+
+def _load_result(sender: Any, job_id: int) -> Any:
+    task = registered_task(sender) if isinstance(sender, str) else None
+    if task is None:
+        return None
+    backend = task_backends[task.backend]
+    if not isinstance(backend, CronQueueBackend):
+        return None
+    return backend.get_result(str(job_id))
+
+
+def _send(signal: Any, backend_class: type, result: Any) -> None:
+    for receiver, response in signal.send_robust(backend_class, task_result=result):
+        if isinstance(response, Exception):
+            logger.error(
+                "A receiver of %s raised: %r", getattr(receiver, "__qualname__", receiver), response
+            )
+
+
+def _on_job_started(sender: Any, job: Any, **kwargs: Any) -> None:
+    if not (isinstance(sender, str) and sender.startswith(NAME_PREFIX)):
+        return
+    _current_result.set(None)
+    try:
+        result = _load_result(sender, job.id)
+        if result is not None:
+            _current_result.set(result)
+            _send(task_started, CronQueueBackend, result)
+    except Exception:
+        logger.exception("Task %s #%s: could not send task_started", sender, job.id)
+
+
+def _on_job_finished(sender: Any, job: Any, **kwargs: Any) -> None:
+    if not (isinstance(sender, str) and sender.startswith(NAME_PREFIX)):
+        return
+    try:
+        result = _load_result(sender, job.id)
+        if result is not None:
+            _send(task_finished, CronQueueBackend, result)
+    except Exception:
+        logger.exception("Task %s #%s: could not send task_finished", sender, job.id)
+
+
+if HAS_DJANGO_TASKS:
+    signals.job_started.connect(_on_job_started, dispatch_uid="cronqueue_tasks_started")
+    signals.job_succeeded.connect(_on_job_finished, dispatch_uid="cronqueue_tasks_succeeded")
+    signals.job_failed.connect(_on_job_finished, dispatch_uid="cronqueue_tasks_failed")
+
+
+# --- start-up -----------------------------------------------------------------------
+
+
+def configured_aliases() -> list[tuple[str, dict[str, Any]]]:
+    """The TASKS aliases whose backend is a CronQueueBackend (or a subclass)."""
+    configured = getattr(settings, "TASKS", None)
+    if not HAS_DJANGO_TASKS or not isinstance(configured, dict):
+        return []
+    found = []
+    for alias, params in configured.items():
+        path = params.get("BACKEND") if isinstance(params, dict) else None
+        if not isinstance(path, str):
+            continue
+        try:
+            backend_class = import_string(path)
+        except ImportError:
+            continue  # Django reports a backend it cannot import
+        if isinstance(backend_class, type) and issubclass(backend_class, CronQueueBackend):
+            found.append((alias, params))
+    return found
+
+
+def autodiscover_task_modules() -> None:
+    """Import every installed app's ``tasks.py`` (or the OPTIONS["AUTODISCOVER"] names)
+    when a CronQueueBackend is configured, so that a worker knows every task."""
+    names: list[str] = []
+    for alias, params in configured_aliases():
+        options = params.get("OPTIONS") or {}
+        for name in _autodiscover_option(alias, options):
+            if name not in names:
+                names.append(name)
+    if names:
+        autodiscover_modules(*names)

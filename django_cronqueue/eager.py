@@ -1,0 +1,61 @@
+"""Eager mode, for tests: ``CRONQUEUE = {"EAGER": True}``.
+
+With eager mode on, ``jobs.enqueue`` (and ``enqueue_many``, ``handle.enqueue``, the
+Django Tasks backend, ``CronSchedule.run_now``) checks the payload and writes the row
+as usual, then at once claims that row and runs its handler in the calling thread,
+through the same code a worker uses: the row ends ``succeeded`` or ``failed``, signals
+are sent and ``on_failed`` is called. A failing job runs all its attempts back to back,
+without the backoff delays. ``run_at``/``delay`` are ignored: the job runs now.
+Inside ``transaction.atomic()`` the handler runs inside the caller's transaction.
+
+Not for production: it turns every enqueue into a synchronous call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from collections.abc import Sequence
+
+from django.utils import timezone
+
+from . import lifecycle
+from .conf import database_alias
+from .models import Job, JobStatus
+
+
+def worker_id() -> str:
+    return f"eager:{socket.gethostname()}:{os.getpid()}"[:100]
+
+
+def run_eagerly(job: Job) -> Job:
+    """Run the handler of a just-enqueued pending row until it succeeds or fails for
+    good. Returns the row, refreshed."""
+    from .execution import run_claimed
+
+    using = database_alias()
+    for _ in range(max(job.max_attempts, 1)):
+        claimed = lifecycle.claim_one(job.pk, worker_id=worker_id())
+        if claimed is None:  # not pending any more (e.g. the handler cancelled it)
+            break
+        run_claimed(claimed, timezone.now)
+        status = Job.objects.using(using).filter(pk=job.pk).values_list("status", flat=True)
+        if status.first() != JobStatus.PENDING:
+            break
+    job.refresh_from_db(using=using)
+    return job
+
+
+def run_many_eagerly(rows: Sequence[Job], now: dt.datetime) -> list[Job]:
+    """``run_eagerly`` for rows from ``bulk_create``. On MySQL (no RETURNING) their ids
+    are unknown, so they are found again by name and creation time."""
+    if not rows:
+        return []
+    if any(row.pk is None for row in rows):
+        rows = list(
+            Job.objects.using(database_alias())
+            .filter(name=rows[0].name, created_at=now, status=JobStatus.PENDING)
+            .order_by("id")
+        )
+    return [run_eagerly(row) for row in rows]

@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
+
+
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise ValueError(text)
+    return value
+
+
+class Command(BaseCommand):
+    help = (
+        "Show the state of the job queue: jobs per status and name, the oldest due "
+        "pending job, cron schedules and their next runs, live workers. With --check, "
+        "exit non-zero when no worker is alive, a schedule is overdue or the oldest "
+        "pending job is too old (a health probe)."
+    )
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        from django_cronqueue.status import DEFAULT_MAX_PENDING_AGE, DEFAULT_SCHEDULE_GRACE
+
+        parser.add_argument("--json", action="store_true", help="Print JSON.")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Exit with status 1, printing each reason, when the queue is unhealthy.",
+        )
+        parser.add_argument(
+            "--max-pending-age",
+            type=non_negative_float,
+            default=DEFAULT_MAX_PENDING_AGE,
+            metavar="S",
+            help="--check fails when the oldest due pending job has waited longer than "
+            f"this many seconds (default {DEFAULT_MAX_PENDING_AGE:g}).",
+        )
+        parser.add_argument(
+            "--schedule-grace",
+            type=non_negative_float,
+            default=DEFAULT_SCHEDULE_GRACE,
+            metavar="S",
+            help="A schedule is overdue when its next occurrence is this many seconds "
+            f"late and still not created (default {DEFAULT_SCHEDULE_GRACE:g}).",
+        )
+        parser.add_argument(
+            "--min-workers",
+            type=int,
+            default=1,
+            metavar="N",
+            help="--check fails with fewer live workers than this (default 1; 0 when "
+            "workers run only from time to time, e.g. runjobs --once from cron).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from django_cronqueue import status
+
+        try:
+            report = status.collect(schedule_grace=options["schedule_grace"])
+        except DatabaseError as exc:
+            reason = f"the database is not reachable: {type(exc).__name__}: {exc}".strip()
+            if options["json"]:
+                self.stdout.write(json.dumps({"problems": [reason]}, indent=2))
+            raise CommandError(reason, returncode=1) from None
+        if options["check"]:
+            report.problems = status.problems(
+                report,
+                max_pending_age=options["max_pending_age"],
+                min_workers=options["min_workers"],
+            )
+        if options["json"]:
+            self.stdout.write(json.dumps(report.as_dict(), indent=2))
+        else:
+            self._print(report, checked=options["check"])
+        if report.problems:
+            for reason in report.problems:
+                self.stderr.write(f"FAIL: {reason}")
+            raise CommandError(
+                f"cronqueue is unhealthy ({len(report.problems)} problem(s))", returncode=1
+            )
+
+    def _print(self, report: Any, *, checked: bool) -> None:
+        write = self.stdout.write
+        write(f"Jobs at {report.now.isoformat()}")
+        write("  " + "  ".join(f"{name}={count}" for name, count in report.counts.items()))
+        if report.counts_by_name:
+            width = max(len(name) for name in report.counts_by_name)
+            for name, counts in report.counts_by_name.items():
+                parts = "  ".join(f"{key}={value}" for key, value in sorted(counts.items()))
+                write(f"  {name:<{width}}  {parts}")
+        oldest = report.oldest_pending
+        if oldest is None:
+            write("Oldest due pending job: none")
+        else:
+            write(
+                f"Oldest due pending job: {oldest.name} #{oldest.id} (queue {oldest.queue}), "
+                f"waiting {oldest.age_seconds:.0f}s"
+            )
+        write(f"Cron schedules ({len(report.schedules)}):")
+        for schedule in report.schedules:
+            state = (
+                "inactive"
+                if not schedule.active
+                else "paused"
+                if schedule.paused
+                else "OVERDUE"
+                if schedule.overdue
+                else "not armed yet"
+                if schedule.cursor is None
+                else "ok"
+            )
+            next_run = schedule.next_run.isoformat() if schedule.next_run else "-"
+            write(
+                f"  {schedule.name}  {schedule.expression}  {schedule.tz}  [{state}]  "
+                f"next run {next_run}"
+            )
+        alive = report.live_workers
+        write(f"Workers: {len(alive)} alive, {len(report.workers) - len(alive)} not seen lately")
+        for worker in report.workers:
+            queues = ",".join(worker.queues) if worker.queues else "all queues"
+            write(
+                f"  {worker.id}  {'alive' if worker.alive else 'DEAD'}  "
+                f"last seen {worker.seen_seconds_ago:.0f}s ago  concurrency {worker.concurrency}"
+                f"  {queues}"
+            )
+        if checked and not report.problems:
+            write("OK")

@@ -1,0 +1,305 @@
+"""End to end in headless Chromium (Debian's ``chromium`` driven by Playwright's Python
+package): log in, filter the failed jobs, open one, retry it, run a worker tick, reload
+and see it succeeded. Saves the screenshots shown in docs/admin.md.
+
+Needs ``pip install playwright`` (the ``dev`` extra) and ``apt-get install chromium``;
+Playwright's own browser download (``playwright install``) is not used.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connections
+from django.test import override_settings
+from django.utils import timezone
+
+from django_cronqueue import jobs, scheduler
+from django_cronqueue.models import CronSchedule, Job, JobStatus
+from django_cronqueue.registry import registry
+from tests.factories import JobFactory, WorkerFactory
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # pragma: no cover - depends on the environment
+    sync_playwright = None
+
+CHROMIUM = os.environ.get("CRONQUEUE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SCRATCH = Path(tempfile.gettempdir()) / "cronqueue-screenshots"
+
+pytestmark = [
+    pytest.mark.skipif(
+        sync_playwright is None,
+        reason="Playwright's Python package is not installed (pip install -e '.[dev]')",
+    ),
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium)",
+    ),
+    pytest.mark.django_db(transaction=True),
+]
+
+EXPORT_CALLS: list[str] = []
+DECLINED = "CardDeclined: card ending 4242 was declined (insufficient funds)"
+
+
+@pytest.fixture(scope="session")
+def admin_static(tmp_path_factory):
+    """Serve the admin's CSS and ours from the live server: the test settings have no
+    staticfiles app, so point STATIC_URL/STATIC_ROOT at a folder of links to them."""
+    import django.contrib.admin
+
+    root = tmp_path_factory.mktemp("static")
+    (root / "admin").symlink_to(Path(django.contrib.admin.__file__).parent / "static" / "admin")
+    package = Path(__file__).resolve().parents[2] / "django_cronqueue"
+    (root / "django_cronqueue").symlink_to(package / "static" / "django_cronqueue")
+    with override_settings(STATIC_URL="/static/", STATIC_ROOT=str(root)):
+        yield root
+
+
+@pytest.fixture
+def server(admin_static, live_server):
+    url = f"{live_server.url}/static/django_cronqueue/admin.css"
+    with urllib.request.urlopen(url) as response:
+        assert response.status == 200, "the live server does not serve the admin's CSS"
+    return live_server
+
+
+@pytest.fixture
+def demo_jobs():
+    """Job and schedule definitions with realistic names, removed afterwards."""
+    EXPORT_CALLS.clear()
+
+    def export_invoices(day: str) -> None:
+        EXPORT_CALLS.append(day)
+        if len(EXPORT_CALLS) <= 2:
+            raise TimeoutError(
+                f"warehouse API did not answer within 30 s (GET /v2/invoices?day={day})"
+            )
+
+    def nothing(**kwargs: object) -> None:
+        return None
+
+    def nightly(run: jobs.CronRun) -> None:
+        return None
+
+    names = []
+    names.append(
+        jobs.job(name="reports.export_invoices", retries=1, backoff=lambda a: 0, queue="reports")(
+            export_invoices
+        ).name
+    )
+    for name, queue in [
+        ("emails.send_welcome", "emails"),
+        ("emails.digest", "emails"),
+        ("billing.charge_card", "default"),
+        ("search.reindex_product", "default"),
+    ]:
+        names.append(jobs.job(name=name, queue=queue)(nothing).name)
+    for name, expression, tz in [
+        ("reports.nightly_digest", "30 2 * * *", "America/New_York"),
+        ("billing.reconcile", "0 * * * *", "UTC"),
+        ("emails.weekly_newsletter", "0 9 * * 1", "Europe/Paris"),
+        ("search.rebuild_index", "15 4 * * 0", "Asia/Tokyo"),
+    ]:
+        names.append(jobs.cron(expression, name=name, tz=tz)(nightly).name)
+    yield
+    for name in names:
+        registry.unregister(name)
+
+
+def fill_history(now: dt.datetime) -> None:
+    """A day of history so that the list, the counts and the dashboard look lived in."""
+    names = [
+        "emails.send_welcome",
+        "emails.digest",
+        "billing.charge_card",
+        "search.reindex_product",
+    ]
+    rows = []
+    for hour in range(24):
+        for i, name in enumerate(names):
+            for k in range((hour * 7 + i * 3) % 6 + (2 if name == "emails.send_welcome" else 0)):
+                finished = now - dt.timedelta(hours=hour, minutes=5 + 7 * k + i)
+                failed = name == "billing.charge_card" and (hour + k) % 9 == 0
+                rows.append(
+                    JobFactory.build(
+                        name=name,
+                        queue="emails" if name.startswith("emails") else "default",
+                        status=JobStatus.FAILED if failed else JobStatus.SUCCEEDED,
+                        attempts=4 if failed else 1,
+                        payload={"user_id": 1000 + hour * 10 + k},
+                        created_at=finished - dt.timedelta(seconds=3),
+                        run_at=finished - dt.timedelta(seconds=3),
+                        started_at=finished - dt.timedelta(seconds=2),
+                        finished_at=finished,
+                        last_error=DECLINED if failed else "",
+                    )
+                )
+    Job.objects.bulk_create(rows)
+    for i in range(6):
+        JobFactory(
+            name="emails.digest",
+            queue="emails",
+            payload={"user_id": 2000 + i, "day": "2026-06-01"},
+            run_at=now + dt.timedelta(minutes=20 + i * 15),
+        )
+    for i in range(3):
+        JobFactory(
+            name="search.reindex_product",
+            payload={"product_id": 77 + i},
+            status=JobStatus.RUNNING,
+            attempts=1,
+            started_at=now - dt.timedelta(seconds=4),
+            locked_until=now + dt.timedelta(seconds=26),
+            worker_id="web-2:3108:9f2c" if i else "web-1:2231:7a1e",
+        )
+    JobFactory(
+        name="shop.legacy_sync",
+        payload={"batch": 17},
+        run_at=now - dt.timedelta(minutes=95),
+    )
+    JobFactory(
+        name="emails.send_welcome",
+        queue="emails",
+        payload={"user_id": 31},
+        status=JobStatus.CANCELLED,
+        finished_at=now - dt.timedelta(minutes=12),
+        last_error="cancelled in the admin by ops",
+    )
+    WorkerFactory(
+        id="web-1:2231:7a1e",
+        hostname="web-1",
+        pid=2231,
+        concurrency=4,
+        queues=[],
+        started_at=now - dt.timedelta(hours=5),
+        last_seen=now - dt.timedelta(seconds=3),
+    )
+    WorkerFactory(
+        id="web-2:3108:9f2c",
+        hostname="web-2",
+        pid=3108,
+        concurrency=2,
+        queues=["default"],
+        started_at=now - dt.timedelta(hours=2),
+        last_seen=now - dt.timedelta(seconds=8),
+    )
+
+
+def make_failed_export(now: dt.datetime) -> Job:
+    """A real failure: enqueued, run twice by the worker, failed with its traceback."""
+    job = jobs.enqueue("reports.export_invoices", {"day": "2026-06-01"})
+    for _ in range(2):
+        jobs.tick(queues=["reports"])
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED, job.last_error
+    return job
+
+
+def arrange_schedules(now: dt.datetime) -> None:
+    scheduler.sync_schedules(now)
+    CronSchedule.objects.filter(name="emails.weekly_newsletter").update(paused=True)
+    nightly = CronSchedule.objects.get(name="reports.nightly_digest")
+    last = scheduler.cron_definitions()["reports.nightly_digest"].cron.occurrences(
+        now - dt.timedelta(days=1), now
+    )[-1]
+    JobFactory(
+        name=nightly.name,
+        queue="default",
+        payload={},
+        scheduled_for=last,
+        run_at=last,
+        status=JobStatus.SUCCEEDED,
+        attempts=1,
+        finished_at=last + dt.timedelta(seconds=41),
+    )
+    CronSchedule.objects.filter(pk=nightly.pk).update(last_occurrence=last)
+
+
+def shoot(page, name: str, *, full_page: bool = False) -> None:
+    """Screenshots go to docs/screenshots with CRONQUEUE_UPDATE_SCREENSHOTS=1 (that is how
+    the ones in the docs are made), else to a scratch folder so runs leave no changes."""
+    folder = SCREENSHOTS if os.environ.get("CRONQUEUE_UPDATE_SCREENSHOTS") == "1" else SCRATCH
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / name), full_page=full_page)
+
+
+def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
+    # Playwright's sync API runs an event loop in this thread, so Django would refuse
+    # the ORM calls made between browser steps (jobs.tick()); they are plain
+    # synchronous calls, made while the browser waits.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
+    now = timezone.now()
+    User.objects.create_superuser("ops", "ops@example.com", "correct horse battery")
+    fill_history(now)
+    arrange_schedules(now)
+    failed = make_failed_export(now)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.goto(f"{server.url}/admin/login/?next=/admin/django_cronqueue/job/")
+            page.fill("#id_username", "ops")
+            page.fill("#id_password", "correct horse battery")
+            page.click("input[type=submit]")
+            expect(page.locator("#result_list")).to_be_visible()
+            page.click("#toggle-nav-sidebar")  # more room for the list in the screenshots
+            expect(page.locator(".cq-count-failed .cq-count-n")).not_to_have_text("0")
+            shoot(page, "job-list.png")
+
+            # Filter the failed jobs with the count above the list.
+            page.click("a.cq-count-failed")
+            expect(page).to_have_url(f"{server.url}/admin/django_cronqueue/job/?status=failed")
+            rows = page.locator("#result_list tbody tr")
+            expect(rows.first.locator(".cq-status-failed")).to_be_visible()
+            expect(page.locator("#result_list tbody .cq-status-succeeded")).to_have_count(0)
+
+            # Open the failed export and read why it failed.
+            page.click(f"#result_list a[href*='/job/{failed.pk}/change/']")
+            expect(page.locator(".field-status_display .cq-status-failed")).to_be_visible()
+            expect(page.locator(".cq-traceback")).to_contain_text("TimeoutError: warehouse API")
+            expect(page.locator(".field-payload_display pre")).to_contain_text(
+                '"day": "2026-06-01"'
+            )
+            shoot(page, "failed-job.png", full_page=True)
+
+            # Retry it, let a worker tick run it, reload: it succeeded.
+            page.get_by_role("button", name="Retry").click()
+            expect(page.locator(".messagelist .success")).to_have_text(
+                f"Retried 1 job: #{failed.pk}."
+            )
+            expect(page.locator(".field-status_display .cq-status-pending")).to_be_visible()
+            result = jobs.tick(queues=["reports"])
+            assert (result.claimed, result.ran) == (1, 1)
+            # Code inside the Playwright block runs in its own greenlet, which Django
+            # gives its own connection: close it, or it would outlive the test database.
+            connections.close_all()
+            page.reload()
+            expect(page.locator(".field-status_display .cq-status-succeeded")).to_be_visible()
+            assert EXPORT_CALLS == ["2026-06-01"] * 3
+
+            page.goto(f"{server.url}/admin/django_cronqueue/cronschedule/")
+            expect(page.locator("#result_list")).to_contain_text("At 02:30")
+            shoot(page, "schedules.png")
+
+            page.goto(f"{server.url}/admin/django_cronqueue/job/dashboard/")
+            expect(page.locator("svg.cq-chart").first).to_be_visible()
+            shoot(page, "dashboard.png", full_page=True)
+        finally:
+            browser.close()
+    failed.refresh_from_db()
+    assert failed.status == JobStatus.SUCCEEDED

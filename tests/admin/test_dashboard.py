@@ -1,0 +1,125 @@
+"""The dashboard: hourly outcomes per job name as a server-rendered SVG chart, queue depth,
+the oldest due pending job, live workers and the next runs of every schedule."""
+
+import datetime as dt
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from django_cronqueue import dashboard, scheduler
+from django_cronqueue.models import JobStatus
+from tests.admin.conftest import staff_client
+from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
+
+pytestmark = pytest.mark.django_db
+
+URL = reverse("admin:django_cronqueue_job_dashboard")
+
+
+def finished(name, status, ago, n=1):
+    now = timezone.now()
+    return JobFactory.create_batch(
+        n, name=name, status=status, finished_at=now - ago, attempts=1, payload={}
+    )
+
+
+def test_hourly_outcomes_per_name():
+    now = timezone.now()
+    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(minutes=1), n=3)
+    finished("testapp.record", JobStatus.FAILED, dt.timedelta(minutes=2))
+    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(hours=5))
+    finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=23))
+    finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=30))  # too old
+    JobFactory(name="testapp.noop", status=JobStatus.CANCELLED, finished_at=now)  # not a run
+    chart = dashboard.hourly_outcomes(now)
+    assert [line.name for line in chart.series] == ["testapp.record", "testapp.noop"]
+    record, noop = chart.series
+    assert (record.succeeded, record.failed, record.peak) == (4, 1, 4)
+    assert (noop.succeeded, noop.failed) == (1, 0)
+    assert len(record.bars) == 24
+    last = record.bars[-1]
+    assert (last.succeeded, last.failed) == (3, 1)
+    assert last.succeeded_height + last.failed_height == pytest.approx(chart.height - 2)
+    assert record.bars[-6].succeeded == 1
+    assert sum(bar.succeeded for bar in noop.bars) == 1
+
+
+def test_queue_depth_and_oldest_pending():
+    now = timezone.now()
+    oldest = JobFactory(queue="emails", run_at=now - dt.timedelta(minutes=42))
+    JobFactory(queue="emails", run_at=now - dt.timedelta(minutes=1))
+    JobFactory(queue="emails", run_at=now + dt.timedelta(hours=1))
+    JobFactory(queue="default", status=JobStatus.RUNNING)
+    JobFactory(queue="default", status=JobStatus.SUCCEEDED)
+    depths = {depth.queue: depth for depth in dashboard.queue_depths(now)}
+    assert (depths["emails"].due, depths["emails"].later, depths["emails"].running) == (2, 1, 0)
+    assert (depths["default"].due, depths["default"].running) == (0, 1)
+    found = dashboard.oldest_pending(now)
+    assert found.id == oldest.pk
+    assert found.age == dt.timedelta(minutes=42)
+
+
+def test_live_workers_are_those_seen_within_three_leases():
+    now = timezone.now()
+    live = WorkerFactory(last_seen=now - dt.timedelta(seconds=20))
+    WorkerFactory(last_seen=now - dt.timedelta(minutes=5))  # silent: 3 leases are 90 s
+    JobFactory(status=JobStatus.RUNNING, worker_id=live.id)
+    JobFactory(status=JobStatus.RUNNING, worker_id=live.id)
+    workers, silent = dashboard.live_workers(now)
+    assert [(w.worker.id, w.running) for w in workers] == [(live.id, 2)]
+    assert silent == 1
+
+
+def test_dashboard_page(admin_client, nightly):
+    scheduler.sync_schedules(timezone.now())
+    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(minutes=10), n=5)
+    finished("testapp.record", JobStatus.FAILED, dt.timedelta(hours=2), n=2)
+    JobFactory(queue="emails", run_at=timezone.now() - dt.timedelta(minutes=7))
+    WorkerFactory(hostname="worker-a", pid=77)
+    response = admin_client.get(URL)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<svg class="cq-chart"' in html
+    assert html.count('class="cq-bar-succeeded"') == 1
+    assert html.count('class="cq-bar-failed"') == 1
+    assert "5 succeeded" in html
+    assert "2 failed" in html
+    assert "emails" in html
+    assert "7\xa0minutes" in html  # the oldest due pending job's age
+    assert "worker-a" in html
+    assert "tests.nightly" in html
+    assert "At 02:30" in html
+    assert " 02:30 E" in html  # next runs in the schedule's zone (EDT/EST)
+    main = html.split('id="content-main"')[1]
+    assert "<script" not in main  # no JavaScript of its own
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing from another host
+
+
+def test_empty_dashboard(admin_client):
+    html = admin_client.get(URL).content.decode()
+    assert "No job finished in the last 24 hours." in html
+    assert "Every queue is empty." in html
+    assert "No worker has sent a heartbeat" in html
+    assert "No cron schedule yet" in html
+
+
+def test_svg_numbers_are_not_localized(admin_client, settings):
+    settings.LANGUAGE_CODE = "de"
+    settings.USE_THOUSAND_SEPARATOR = True
+    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(minutes=1), n=3)
+    finished("testapp.record", JobStatus.FAILED, dt.timedelta(minutes=1))
+    html = admin_client.get(URL, HTTP_ACCEPT_LANGUAGE="de").content.decode()
+    svg = html.split('<svg class="cq-chart"')[1].split("</svg>")[0]
+    assert 'width="18.0"' in svg
+    assert not re.search(r'="-?\d+,\d+"', svg)
+
+
+def test_viewer_without_schedule_permission_sees_schedule_names_without_links(db):
+    CronScheduleFactory(name="tests.some_schedule")
+    client = staff_client("job-viewer", ["view_job"])
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert "tests.some_schedule" in response.content.decode()
+    assert all(item["url"] == "" for item in response.context["schedules"])

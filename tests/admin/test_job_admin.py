@@ -1,0 +1,419 @@
+"""The job admin through the Django test client: list, filters, search, counts, detail
+page, and Retry / Cancel / Run now from the list and from the detail page."""
+
+import datetime as dt
+from html import unescape
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from django_cronqueue import jobs, scheduler
+from django_cronqueue.models import Job, JobStatus
+from tests.admin.conftest import messages_of
+from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "admin:django_cronqueue_job_changelist"
+
+
+def changelist(**params):
+    url = reverse(CHANGELIST)
+    return url + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+def change_url(job):
+    return reverse("admin:django_cronqueue_job_change", args=[job.pk])
+
+
+def button_url(job, key):
+    return reverse(f"admin:django_cronqueue_job_{key}", args=[job.pk])
+
+
+def listed_ids(response):
+    return [job.pk for job in response.context["cl"].result_list]
+
+
+def failed_job(**kwargs):
+    defaults = {
+        "status": JobStatus.FAILED,
+        "attempts": 4,
+        "finished_at": timezone.now(),
+        "last_error": "RuntimeError: boom",
+        "traceback": 'Traceback (most recent call last):\n  File "x.py"\nRuntimeError: boom',
+    }
+    return JobFactory(**{**defaults, **kwargs})
+
+
+# --- the list -----------------------------------------------------------------------
+
+
+def test_list_shows_status_name_queue_attempts_and_short_error(admin_client):
+    job = failed_job(queue="emails", last_error="ValueError: " + "x" * 300, attempts=2)
+    response = admin_client.get(changelist())
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'class="cq-status cq-status-failed"' in html
+    assert "testapp.record" in html
+    assert "emails" in html
+    assert "2/4" in html
+    assert "ValueError: " + "x" * 77 + "…" in html
+    assert listed_ids(response) == [job.pk]
+
+
+def test_counts_per_status_link_to_their_filter(admin_client):
+    JobFactory.create_batch(3)
+    failed_job()
+    JobFactory(status=JobStatus.SUCCEEDED, finished_at=timezone.now())
+    response = admin_client.get(changelist())
+    counts = {item["status"]: item["count"] for item in response.context["cq_status_counts"]}
+    assert counts == {"pending": 3, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
+    assert response.context["cq_total"] == 5
+    failed_link = next(i for i in response.context["cq_status_counts"] if i["status"] == "failed")
+    assert failed_link["url"] == "?status=failed"
+    assert 'href="?status=failed"' in response.content.decode()
+    filtered = admin_client.get(changelist() + failed_link["url"])
+    assert len(listed_ids(filtered)) == 1
+
+
+def test_counts_stay_within_the_name_and_queue_filters(admin_client):
+    JobFactory(name="testapp.noop", queue="emails")
+    JobFactory(name="testapp.noop", queue="default")
+    JobFactory(name="testapp.record", queue="emails")
+    response = admin_client.get(changelist(name="testapp.noop", queue="emails"))
+    assert response.context["cq_total"] == 1
+    link = next(i for i in response.context["cq_status_counts"] if i["status"] == "pending")
+    assert link["url"] == "?name=testapp.noop&queue=emails&status=pending"
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"status": "failed"}, {"failed-old", "failed-new"}),
+        ({"status": "pending"}, {"pending"}),
+        ({"failed": "24h"}, {"failed-new"}),
+        ({"failed": "1h"}, {"failed-new"}),
+        ({"name": "testapp.noop"}, {"noop"}),
+        ({"queue": "emails"}, {"emails"}),
+        ({"status": "failed", "queue": "emails"}, set()),
+    ],
+)
+def test_filters(admin_client, params, expected):
+    now = timezone.now()
+    by_key = {
+        "failed-old": failed_job(finished_at=now - dt.timedelta(days=2)),
+        "failed-new": failed_job(finished_at=now - dt.timedelta(minutes=5)),
+        "pending": JobFactory(),
+        "noop": JobFactory(name="testapp.noop", status=JobStatus.SUCCEEDED),
+        "emails": JobFactory(queue="emails", status=JobStatus.CANCELLED),
+    }
+    response = admin_client.get(changelist(**params))
+    assert response.status_code == 200
+    assert set(listed_ids(response)) == {by_key[key].pk for key in expected}
+
+
+def test_name_and_queue_filter_choices_come_from_the_table(admin_client):
+    JobFactory(name="testapp.noop", queue="emails")
+    JobFactory(name="gone.job", queue="default")
+    response = admin_client.get(changelist())
+    specs = {spec.title: spec for spec in response.context["cl"].filter_specs}
+    assert specs["name"].lookup_choices == [
+        ("gone.job", "gone.job (no code)"),
+        ("testapp.noop", "testapp.noop"),
+    ]
+    assert specs["queue"].lookup_choices == [("default", "default"), ("emails", "emails")]
+
+
+@pytest.mark.parametrize("field", ["id", "name", "dedupe_key", "error"])
+def test_search(admin_client, field):
+    target = failed_job(
+        name="testapp.noop", dedupe_key="invoice-7731", last_error="KeyError: 'customer_42'"
+    )
+    JobFactory.create_batch(2, dedupe_key=None)
+    term = {
+        "id": str(target.pk),
+        "name": "noop",
+        "dedupe_key": "invoice-7731",
+        "error": "customer_42",
+    }[field]
+    response = admin_client.get(changelist(q=term))
+    assert listed_ids(response) == [target.pk]
+
+
+def test_search_by_a_non_number_does_not_break_the_id_lookup(admin_client):
+    JobFactory()
+    response = admin_client.get(changelist(q="not-a-number"))
+    assert response.status_code == 200
+    assert listed_ids(response) == []
+
+
+def test_jobs_no_code_defines_are_flagged(admin_client):
+    JobFactory(name="shop.removed_long_ago")
+    JobFactory(name="testapp.record")
+    html = admin_client.get(changelist()).content.decode()
+    assert html.count("no code defines this job") == 1
+
+
+def test_no_add_no_delete(admin_client):
+    response = admin_client.get(changelist())
+    assert response.context["has_add_permission"] is False
+    assert "delete_selected" not in dict(response.context["action_form"].fields["action"].choices)
+    assert admin_client.get(reverse("admin:django_cronqueue_job_add")).status_code == 403
+
+
+def test_the_changelist_links_to_the_dashboard(admin_client):
+    html = admin_client.get(changelist()).content.decode()
+    assert reverse("admin:django_cronqueue_job_dashboard") in html
+
+
+# --- the detail page ----------------------------------------------------------------
+
+
+def test_detail_page_shows_payload_traceback_timestamps_and_lease(admin_client):
+    WorkerFactory(id="web-1:4242:ab", hostname="web-1", pid=4242)
+    job = JobFactory(
+        status=JobStatus.RUNNING,
+        payload={"user_id": 42, "tags": ["a", "b"]},
+        worker_id="web-1:4242:ab",
+        locked_until=timezone.now() + dt.timedelta(seconds=30),
+        started_at=timezone.now(),
+        last_error="RuntimeError: first try failed",
+        traceback="Traceback (most recent call last):\n  line 1\nRuntimeError: first try failed",
+    )
+    response = admin_client.get(change_url(job))
+    assert response.status_code == 200
+    html = unescape(response.content.decode())
+    assert '"tags": [\n    "a",\n    "b"\n  ],\n  "user_id": 42' in html
+    assert "Traceback (most recent call last):\n  line 1\nRuntimeError: first try failed" in html
+    assert "web-1:4242:ab (host web-1, pid 4242, heartbeat" in html
+    for label in (
+        "Created:",
+        "Run at:",
+        "Scheduled for:",
+        "Started (last attempt):",
+        "Lease expiry:",
+    ):
+        assert label in html
+    started = timezone.localtime(job.started_at).strftime("%a %Y-%m-%d %H:%M:%S %Z")
+    assert f'<time datetime="{job.started_at.isoformat()}">{started}</time>' in html
+    # Read-only: no form field, no save button.
+    assert response.context["adminform"].form.fields == {}
+    assert 'name="_save"' not in html
+
+
+def test_detail_page_links_the_cron_schedule_it_came_from(admin_client, nightly):
+    schedule = CronScheduleFactory(name="tests.nightly", tz="America/New_York")
+    occurrence = dt.datetime(2026, 6, 2, 6, 30, tzinfo=dt.timezone.utc)
+    job = JobFactory(name="tests.nightly", scheduled_for=occurrence, payload={})
+    manual = JobFactory(name="tests.nightly", payload={})
+    schedule_url = reverse("admin:django_cronqueue_cronschedule_change", args=[schedule.pk])
+    html = admin_client.get(change_url(job)).content.decode()
+    assert f'<a href="{schedule_url}">tests.nightly</a>' in html
+    assert "Tue 2026-06-02 02:30 EDT" in html
+    html = admin_client.get(change_url(manual)).content.decode()
+    assert "a manual run of the cron schedule" in html
+
+
+def test_posting_the_change_form_changes_nothing(admin_client):
+    job = failed_job()
+    response = admin_client.post(change_url(job), {"status": "pending", "_save": "Save"})
+    assert response.status_code == 405
+    assert Job.objects.get(pk=job.pk).status == JobStatus.FAILED
+
+
+@pytest.mark.parametrize(
+    ("status", "buttons"),
+    [
+        (JobStatus.FAILED, ["Retry"]),
+        (JobStatus.CANCELLED, ["Retry"]),
+        (JobStatus.PENDING, ["Cancel", "Run now"]),
+        (JobStatus.RUNNING, []),
+        (JobStatus.SUCCEEDED, []),
+    ],
+)
+def test_detail_page_offers_the_buttons_that_apply(admin_client, status, buttons):
+    job = JobFactory(status=status)
+    response = admin_client.get(change_url(job))
+    assert [button["label"] for button in response.context["cq_buttons"]] == buttons
+    html = response.content.decode()
+    for button in response.context["cq_buttons"]:
+        assert f'<form method="post" action="{button["url"]}"' in html
+    if not buttons:
+        assert "No action applies to a" in html
+
+
+# --- actions from the list ----------------------------------------------------------
+
+
+def post_action(client, action, jobs, **extra):
+    data = {"action": action, "_selected_action": [job.pk for job in jobs], "index": 0, **extra}
+    return client.post(changelist(), data, follow=True)
+
+
+def test_retry_from_the_list_reports_changed_and_skipped(admin_client):
+    failed = failed_job()
+    cancelled = JobFactory(status=JobStatus.CANCELLED, finished_at=timezone.now())
+    running = JobFactory(status=JobStatus.RUNNING)
+    response = post_action(admin_client, "retry_jobs", [failed, cancelled, running])
+    assert messages_of(response) == [
+        f"Retried 2 jobs: #{failed.pk}, #{cancelled.pk}.",
+        f"Skipped 1 job (running: only failed or cancelled jobs can be retried): #{running.pk}.",
+    ]
+    for job in (failed, cancelled):
+        job.refresh_from_db()
+        assert (job.status, job.attempts, job.finished_at) == (JobStatus.PENDING, 0, None)
+        assert job.run_at <= timezone.now()
+    running.refresh_from_db()
+    assert running.status == JobStatus.RUNNING
+
+
+def test_retry_reports_a_dedupe_key_taken_by_another_job(admin_client):
+    old = failed_job(dedupe_key="daily-42")
+    JobFactory(dedupe_key="daily-42", active_dedupe_key="daily-42")
+    response = post_action(admin_client, "retry_jobs", [old])
+    assert messages_of(response) == [
+        "Skipped 1 job (another pending or running job of the same name holds its dedupe "
+        f"key): #{old.pk}."
+    ]
+    old.refresh_from_db()
+    assert old.status == JobStatus.FAILED
+
+
+def test_cancel_from_the_list(admin_client):
+    pending = JobFactory()
+    succeeded = JobFactory(status=JobStatus.SUCCEEDED)
+    response = post_action(admin_client, "cancel_jobs", [pending, succeeded])
+    assert messages_of(response) == [
+        f"Cancelled 1 job: #{pending.pk}.",
+        f"Skipped 1 job (succeeded: only pending jobs can be cancelled): #{succeeded.pk}.",
+    ]
+    pending.refresh_from_db()
+    assert pending.status == JobStatus.CANCELLED
+    assert pending.last_error == "cancelled in the admin by admin"
+
+
+def test_run_now_from_the_list(admin_client):
+    later = JobFactory(run_at=timezone.now() + dt.timedelta(days=1))
+    failed = failed_job()
+    response = post_action(admin_client, "run_jobs_now", [later, failed])
+    assert messages_of(response) == [
+        f"Made 1 job due now: #{later.pk}.",
+        f"Skipped 1 job (failed: only pending jobs can be run now): #{failed.pk}.",
+    ]
+    later.refresh_from_db()
+    assert later.run_at <= timezone.now()
+
+
+def test_action_on_all_rows_across_pages(admin_client):
+    jobs_ = [failed_job() for _ in range(3)]
+    response = admin_client.post(
+        changelist(status="failed"),
+        {"action": "retry_jobs", "select_across": 1, "index": 0, "_selected_action": [1]},
+        follow=True,
+    )
+    assert messages_of(response)[0].startswith("Retried 3 jobs")
+    assert {job.status for job in Job.objects.filter(pk__in=[j.pk for j in jobs_])} == {
+        JobStatus.PENDING
+    }
+
+
+def test_long_id_lists_are_shortened_in_messages(admin_client):
+    rows = [failed_job() for _ in range(12)]
+    response = post_action(admin_client, "retry_jobs", rows)
+    assert messages_of(response)[0].endswith(" and 2 more.")
+
+
+# --- buttons on the detail page -----------------------------------------------------
+
+
+def test_retry_button_then_the_job_runs(admin_client):
+    job = failed_job(payload={"key": "after-retry"})
+    response = admin_client.post(button_url(job, "retry"), follow=True)
+    assert response.redirect_chain[-1][0] == change_url(job)
+    assert messages_of(response) == [f"Retried 1 job: #{job.pk}."]
+    assert jobs.tick().ran == 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+
+
+def test_cancel_button(admin_client):
+    job = JobFactory()
+    response = admin_client.post(button_url(job, "cancel"), follow=True)
+    assert messages_of(response) == [f"Cancelled 1 job: #{job.pk}."]
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED
+
+
+def test_run_now_button(admin_client):
+    job = JobFactory(run_at=timezone.now() + dt.timedelta(hours=3))
+    response = admin_client.post(button_url(job, "runnow"), follow=True)
+    assert messages_of(response) == [f"Made 1 job due now: #{job.pk}."]
+    job.refresh_from_db()
+    assert job.run_at <= timezone.now()
+
+
+def test_a_button_that_no_longer_applies_says_why(admin_client):
+    job = JobFactory(status=JobStatus.SUCCEEDED)
+    response = admin_client.post(button_url(job, "retry"), follow=True)
+    assert messages_of(response) == [
+        f"Skipped 1 job (succeeded: only failed or cancelled jobs can be retried): #{job.pk}."
+    ]
+
+
+def test_buttons_need_post(admin_client):
+    job = failed_job()
+    assert admin_client.get(button_url(job, "retry")).status_code == 405
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+
+
+def test_button_on_a_missing_job_redirects_with_a_message(admin_client):
+    response = admin_client.post(
+        reverse("admin:django_cronqueue_job_retry", args=[999999]), follow=True
+    )
+    assert response.status_code == 200
+    assert "doesn\u2019t exist" in " ".join(messages_of(response))
+
+
+def test_retried_cron_occurrence_keeps_its_scheduled_for(admin_client, nightly):
+    scheduler.sync_schedules(timezone.now())
+    occurrence = dt.datetime(2026, 6, 2, 6, 30, tzinfo=dt.timezone.utc)
+    job = failed_job(name="tests.nightly", payload={}, scheduled_for=occurrence)
+    admin_client.post(button_url(job, "retry"))
+    job.refresh_from_db()
+    assert (job.status, job.scheduled_for) == (JobStatus.PENDING, occurrence)
+
+
+def test_actions_are_recorded_in_the_history(admin_client):
+    from django.contrib.admin.models import LogEntry
+
+    failed = failed_job()
+    pending = JobFactory()
+    post_action(admin_client, "retry_jobs", [failed, pending])
+    admin_client.post(button_url(pending, "cancel"))
+    entries = list(LogEntry.objects.order_by("pk").values_list("object_id", "change_message"))
+    assert entries == [
+        (str(failed.pk), "Retry (admin action)"),
+        (str(pending.pk), "Cancel (admin action)"),
+    ]
+    history = admin_client.get(reverse("admin:django_cronqueue_job_history", args=[failed.pk]))
+    assert history.status_code == 200
+    assert "Retry (admin action)" in history.content.decode()
+
+
+def test_a_job_that_changed_since_it_was_read_is_reported_as_such():
+    from django_cronqueue.admin import JOB_ACTIONS, apply_job_action
+
+    job = failed_job()
+    stale = Job.objects.get(pk=job.pk)
+    Job.objects.get(pk=job.pk).retry()  # someone else, meanwhile
+    outcome = apply_job_action(JOB_ACTIONS["retry"], [stale])
+    assert outcome.changed == []
+    assert outcome.skipped == {"changed meanwhile (now pending)": [job.pk]}
+
+
+def test_the_app_index_links_to_the_dashboard(admin_client):
+    response = admin_client.get("/admin/django_cronqueue/")
+    assert response.status_code == 200
+    assert b"/admin/django_cronqueue/job/dashboard/" in response.content

@@ -1,0 +1,320 @@
+"""django_cronqueue.status and ``manage.py cronqueue_status``."""
+
+import datetime as dt
+import io
+import json
+import signal
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from django_cronqueue import jobs, status
+from django_cronqueue.models import Worker
+from django_cronqueue.registry import registry
+from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
+from tests.testapp import jobs as test_jobs
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.django_db
+
+NOW = dt.datetime(2026, 3, 2, 12, 0, tzinfo=dt.timezone.utc)
+SCHEDULE = "status_tests.every_five_minutes"
+
+
+@pytest.fixture
+def every_five_minutes():
+    """A cron schedule defined only for the test (a module-level one would be
+    materialized by every other test's ticks)."""
+
+    def handler(run):
+        return None
+
+    definition = jobs.cron("*/5 * * * *", tz="UTC", name=SCHEDULE)(handler)
+    yield definition
+    registry.unregister(SCHEDULE)
+
+
+def run_status(*args):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("cronqueue_status", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+# --- counts and the oldest pending job ----------------------------------------------
+
+
+def test_counts_per_status_and_name():
+    JobFactory.create_batch(3, name="testapp.record", status="pending")
+    JobFactory(name="testapp.record", status="failed")
+    JobFactory.create_batch(2, name="testapp.noop", status="succeeded")
+    JobFactory(name="testapp.noop", status="running")
+
+    report = status.collect(NOW)
+
+    assert report.counts == {
+        "pending": 3,
+        "running": 1,
+        "succeeded": 2,
+        "failed": 1,
+        "cancelled": 0,
+    }
+    assert report.counts_by_name == {
+        "testapp.noop": {"running": 1, "succeeded": 2},
+        "testapp.record": {"failed": 1, "pending": 3},
+    }
+
+
+def test_an_empty_queue():
+    report = status.collect(NOW)
+    assert set(report.counts.values()) == {0}
+    assert report.counts_by_name == {}
+    assert report.oldest_pending is None
+    assert report.oldest_pending_by_queue == {}
+
+
+def test_oldest_pending_is_the_due_one_waiting_longest():
+    JobFactory(status="pending", run_at=NOW - dt.timedelta(seconds=50), queue="emails")
+    oldest = JobFactory(
+        name="testapp.noop", status="pending", run_at=NOW - dt.timedelta(seconds=100)
+    )
+    JobFactory(status="pending", run_at=NOW + dt.timedelta(hours=1))  # not due: not late
+    JobFactory(status="failed", run_at=NOW - dt.timedelta(days=1))  # not pending
+
+    report = status.collect(NOW)
+
+    assert report.oldest_pending == status.OldestPending(
+        id=oldest.pk,
+        name="testapp.noop",
+        queue="default",
+        run_at=oldest.run_at,
+        age_seconds=100.0,
+    )
+    assert report.oldest_pending_by_queue == {"default": 100.0, "emails": 50.0}
+
+
+def test_collect_needs_an_aware_now():
+    with pytest.raises(ValueError, match="aware"):
+        status.collect(dt.datetime(2026, 1, 1))
+
+
+# --- workers ------------------------------------------------------------------------
+
+
+def test_live_workers_are_those_seen_within_three_leases(settings):
+    settings.CRONQUEUE = {"LEASE": 10}
+    fresh = WorkerFactory(last_seen=NOW - dt.timedelta(seconds=5), queues=["emails"])
+    edge = WorkerFactory(last_seen=NOW - dt.timedelta(seconds=30))
+    dead = WorkerFactory(last_seen=NOW - dt.timedelta(seconds=31))
+
+    report = status.collect(NOW)
+
+    assert [(w.id, w.alive) for w in report.workers] == [
+        (fresh.id, True),
+        (edge.id, True),
+        (dead.id, False),
+    ]
+    assert [w.id for w in report.live_workers] == [fresh.id, edge.id]
+    assert report.workers[0].queues == ["emails"]
+    assert report.workers[2].seen_seconds_ago == 31.0
+
+
+# --- schedules ----------------------------------------------------------------------
+
+
+def test_a_schedule_whose_next_occurrence_was_not_created_is_overdue(every_five_minutes):
+    CronScheduleFactory(
+        name=SCHEDULE, expression="*/5 * * * *", cursor=NOW - dt.timedelta(minutes=30)
+    )
+    [schedule] = status.collect(NOW).schedules
+    assert schedule.overdue
+    assert schedule.defined
+    assert schedule.next_run == NOW - dt.timedelta(minutes=25)
+    assert schedule.overdue_seconds == 25 * 60
+
+
+def test_a_schedule_within_its_grace_period_is_not_overdue(every_five_minutes):
+    CronScheduleFactory(
+        name=SCHEDULE, expression="*/5 * * * *", cursor=NOW - dt.timedelta(minutes=4)
+    )
+    later = NOW + dt.timedelta(seconds=90)
+    [schedule] = status.collect(later, schedule_grace=120).schedules
+    assert schedule.next_run == NOW
+    assert not schedule.overdue
+    [schedule] = status.collect(later, schedule_grace=60).schedules
+    assert (schedule.overdue, schedule.overdue_seconds) == (True, 90.0)
+
+
+def test_an_up_to_date_schedule_is_not_overdue(every_five_minutes):
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=NOW)
+    [schedule] = status.collect(NOW).schedules
+    assert not schedule.overdue
+    assert schedule.next_run == NOW + dt.timedelta(minutes=5)
+
+
+def test_paused_and_inactive_schedules_are_never_overdue(every_five_minutes):
+    long_ago = NOW - dt.timedelta(days=3)
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=long_ago, paused=True)
+    CronScheduleFactory(
+        name="status_tests.removed", cursor=long_ago, next_run=long_ago, active=False
+    )
+    report = status.collect(NOW)
+    assert [(s.name, s.overdue, s.defined) for s in report.schedules] == [
+        (SCHEDULE, False, True),
+        ("status_tests.removed", False, False),
+    ]
+
+
+def test_a_schedule_no_scheduler_has_seen_yet_is_listed_unarmed(every_five_minutes):
+    [schedule] = status.collect(NOW).schedules
+    assert (schedule.name, schedule.cursor, schedule.overdue) == (SCHEDULE, None, False)
+    assert schedule.next_run == NOW + dt.timedelta(minutes=5)
+
+
+def test_a_row_without_code_falls_back_to_its_stored_next_run():
+    CronScheduleFactory(
+        name="status_tests.elsewhere",
+        cursor=NOW - dt.timedelta(hours=1),
+        next_run=NOW - dt.timedelta(minutes=10),
+    )
+    [schedule] = status.collect(NOW).schedules
+    assert (schedule.defined, schedule.overdue) == (False, True)
+
+
+# --- problems -----------------------------------------------------------------------
+
+
+def test_a_healthy_queue_has_no_problems(every_five_minutes):
+    WorkerFactory(last_seen=NOW)
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=NOW)
+    JobFactory(status="pending", run_at=NOW - dt.timedelta(seconds=10))
+    assert status.problems(status.collect(NOW)) == []
+
+
+def test_each_problem_is_reported(every_five_minutes, settings):
+    settings.CRONQUEUE = {"LEASE": 30}
+    WorkerFactory(last_seen=NOW - dt.timedelta(minutes=5))
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=NOW - dt.timedelta(hours=1))
+    late = JobFactory(status="pending", run_at=NOW - dt.timedelta(seconds=400))
+
+    found = status.problems(status.collect(NOW), max_pending_age=300)
+
+    assert len(found) == 3
+    assert found[0].startswith("0 live worker(s), expected at least 1")
+    assert "90s (3 x LEASE)" in found[0]
+    assert found[1].startswith(f"cron schedule {SCHEDULE} is overdue")
+    assert found[2] == (
+        f"the oldest due pending job (testapp.record #{late.pk}, queue default) has waited "
+        "400s, over --max-pending-age 300s."
+    )
+
+
+def test_the_checks_can_be_relaxed():
+    JobFactory(status="pending", run_at=NOW - dt.timedelta(hours=1))
+    report = status.collect(NOW)
+    assert status.problems(report, max_pending_age=None, min_workers=0) == []
+    assert status.problems(report, max_pending_age=3601, min_workers=0) == []
+    assert len(status.problems(report, max_pending_age=3599, min_workers=0)) == 1
+
+
+# --- the command --------------------------------------------------------------------
+
+
+def test_command_json(every_five_minutes):
+    job = JobFactory(status="pending", run_at=timezone.now() - dt.timedelta(seconds=30))
+    worker = WorkerFactory()
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=timezone.now())
+
+    out, err = run_status("--json")
+
+    document = json.loads(out)
+    assert err == ""
+    assert document["counts"]["pending"] == 1
+    assert document["counts_by_name"] == {"testapp.record": {"pending": 1}}
+    assert document["oldest_pending"]["id"] == job.pk
+    assert document["oldest_pending"]["age_seconds"] >= 30
+    assert [w["id"] for w in document["workers"]] == [worker.id]
+    assert document["workers"][0]["alive"] is True
+    assert document["schedules"][0]["name"] == SCHEDULE
+    assert document["schedules"][0]["overdue"] is False
+    dt.datetime.fromisoformat(document["schedules"][0]["next_run"])
+    assert document["problems"] == []
+
+
+def test_command_text():
+    JobFactory(name="testapp.noop", status="succeeded")
+    WorkerFactory(id="web-1:42:abcdef")
+    out, _ = run_status()
+    assert "succeeded=1" in out
+    assert "testapp.noop" in out
+    assert "Oldest due pending job: none" in out
+    assert "Workers: 1 alive, 0 not seen lately" in out
+    assert "web-1:42:abcdef  alive" in out
+
+
+def test_command_check_passes_on_a_healthy_queue():
+    WorkerFactory()
+    out, err = run_status("--check")
+    assert out.rstrip().endswith("OK")
+    assert err == ""
+
+
+def test_command_check_fails_and_prints_every_reason():
+    JobFactory(status="pending", run_at=timezone.now() - dt.timedelta(seconds=120))
+    with pytest.raises(CommandError) as failure:
+        run_status("--check", "--max-pending-age", "60")
+    assert failure.value.returncode == 1
+    assert "2 problem(s)" in str(failure.value)
+
+
+def test_command_check_writes_reasons_to_stderr_and_json():
+    err = io.StringIO()
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("cronqueue_status", "--check", "--json", stdout=out, stderr=err)
+    assert json.loads(out.getvalue())["problems"][0].startswith("0 live worker(s)")
+    assert err.getvalue().startswith("FAIL: 0 live worker(s)")
+
+
+def test_command_check_min_workers_zero_allows_no_workers():
+    out, _ = run_status("--check", "--min-workers", "0")
+    assert out.rstrip().endswith("OK")
+
+
+# --- with a real worker -------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_running_worker_is_live_and_gone_after_it_stops(runjobs):
+    worker = runjobs.start(settings={"LEASE": 3, "POLL_INTERVAL": 0.2})
+    wait_until(lambda: status.collect().live_workers, timeout=30)
+    job = test_jobs.record.enqueue(key="seen")
+    wait_until(lambda: status.collect().counts["succeeded"] == 1, timeout=30)
+
+    report = status.collect()
+    [live] = report.live_workers
+    assert live.pid == worker.pid
+    assert status.problems(report) == []
+    assert report.counts_by_name == {"testapp.record": {"succeeded": 1}}
+    first_seen = Worker.objects.get().last_seen
+    wait_until(lambda: Worker.objects.get().last_seen > first_seen, timeout=10)  # heartbeat
+
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, runjobs.log(0)
+    assert status.collect().workers == []
+    assert job.pk
+
+
+def test_command_fails_when_the_database_is_unreachable(monkeypatch):
+    from django.db import OperationalError
+
+    def broken(**kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(status, "collect", broken)
+    with pytest.raises(CommandError, match=r"database is not reachable.*connection refused") as e:
+        run_status("--check", "--json")
+    assert e.value.returncode == 1

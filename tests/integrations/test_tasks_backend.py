@@ -1,0 +1,437 @@
+"""The Django Tasks backend (Django >= 6.0): django_cronqueue.backend.CronQueueBackend.
+
+tests/settings.py configures TASKS on Django 6 only; the tasks are in
+tests/testapp/tasks.py, imported at start-up by the app's autodiscovery.
+"""
+
+import datetime as dt
+import importlib
+import subprocess
+import sys
+
+import django
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from django_cronqueue import backend, jobs, signals, testing
+from django_cronqueue.models import Job
+from django_cronqueue.registry import registry
+from tests.testapp.models import SideEffect
+
+from .conftest import ROOT
+
+DJANGO_6 = django.VERSION >= (6, 0)
+needs_django_6 = pytest.mark.skipif(not DJANGO_6, reason="django.tasks needs Django >= 6.0")
+
+if DJANGO_6:
+    from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
+    from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+
+    from tests.testapp import tasks as test_tasks
+
+
+# --- Django 5.2 ---------------------------------------------------------------------
+
+
+@pytest.mark.skipif(DJANGO_6, reason="checks the behaviour without django.tasks")
+def test_the_module_imports_on_django_5_and_explains_when_used():
+    module = importlib.reload(backend)
+    assert module.HAS_DJANGO_TASKS is False
+    with pytest.raises(ImproperlyConfigured, match=r"needs Django's Tasks framework"):
+        module.CronQueueBackend("default", {})
+    module.autodiscover_task_modules()  # a no-op
+
+
+def test_the_module_imports_in_a_fresh_interpreter():
+    code = "import django_cronqueue.backend as b; print(b.HAS_DJANGO_TASKS)"
+    output = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert output.strip() == str(DJANGO_6)
+
+
+pytestmark = [pytest.mark.django_db]
+
+
+# --- registration -------------------------------------------------------------------
+
+
+@needs_django_6
+def test_tasks_are_registered_under_their_module_path_at_import():
+    names = [name for name in registry.names() if name.startswith("task:")]
+    assert names == [
+        "task:tests.testapp.tasks.add",
+        "task:tests.testapp.tasks.async_add",
+        "task:tests.testapp.tasks.explode",
+        "task:tests.testapp.tasks.fails_once",
+        "task:tests.testapp.tasks.record_task",
+        "task:tests.testapp.tasks.with_context",
+    ]
+    assert backend.job_name(test_tasks.add) == "task:tests.testapp.tasks.add"
+    assert backend.registered_task("task:tests.testapp.tasks.add") is test_tasks.add
+
+
+@needs_django_6
+def test_backend_flags():
+    assert isinstance(task_backends["default"], backend.CronQueueBackend)
+    assert default_task_backend.supports_defer is True
+    assert default_task_backend.supports_async_task is True
+    assert default_task_backend.supports_get_result is True
+    assert default_task_backend.supports_priority is True
+    assert list(default_task_backend.check()) == []
+
+
+@needs_django_6
+def test_backend_options():
+    definition = registry.get("task:tests.testapp.tasks.explode")
+    assert (definition.max_attempts, definition.timeout) == (1, 30)
+    assert registry.get("task:tests.testapp.tasks.add").max_attempts == 4  # DEFAULT_RETRIES
+    with pytest.raises(InvalidTaskBackend, match=r"'RETRIES'\] must be an integer >= 0"):
+        backend.CronQueueBackend("x", {"OPTIONS": {"RETRIES": -1}})
+    with pytest.raises(InvalidTaskBackend, match=r"'TIMEOUT'\] must be a number"):
+        backend.CronQueueBackend("x", {"OPTIONS": {"TIMEOUT": 0}})
+    with pytest.raises(InvalidTaskBackend, match="unknown key"):
+        backend.CronQueueBackend("x", {"OPTIONS": {"RETRY": 1}})
+    with pytest.raises(ImproperlyConfigured, match="AUTODISCOVER"):
+        backend.CronQueueBackend("x", {"OPTIONS": {"AUTODISCOVER": "tasks"}})
+
+
+@needs_django_6
+def test_check_reports_a_missing_app(monkeypatch):
+    from django.apps import apps
+
+    monkeypatch.setattr(apps, "is_installed", lambda name: False)
+    [message] = default_task_backend.check()
+    assert message.id == "django_cronqueue.E020"
+
+
+@needs_django_6
+def test_tasks_are_validated_as_django_does():
+    def local_function():
+        return None
+
+    with pytest.raises(InvalidTask, match="module level"):
+        task(local_function)
+    with pytest.raises(InvalidTask, match="Queue 'elsewhere' is not valid"):
+        test_tasks.add.using(queue_name="elsewhere")
+    with pytest.raises(InvalidTask, match="priority must be"):
+        test_tasks.add.using(priority=101)
+    with pytest.raises(InvalidTask, match="aware"):
+        test_tasks.add.using(run_after=dt.datetime(2030, 1, 1))
+
+
+# --- enqueueing ---------------------------------------------------------------------
+
+
+@needs_django_6
+def test_enqueue_writes_a_job_row_and_returns_a_ready_result():
+    result = test_tasks.add.enqueue(2, b=3)
+
+    assert result.status == TaskResultStatus.READY
+    assert (result.args, result.kwargs) == ([2], {"b": 3})
+    assert result.backend == "default"
+    assert result.errors == [] and result.worker_ids == [] and result.attempts == 0
+    job = Job.objects.get(pk=int(result.id))
+    assert job.name == "task:tests.testapp.tasks.add"
+    assert job.payload == {"args": [2], "kwargs": {"b": 3}}
+    assert (job.status, job.queue, job.priority) == ("pending", "default", 0)
+    assert result.enqueued_at == job.created_at
+    with pytest.raises(ValueError, match="not finished"):
+        _ = result.return_value
+
+
+@needs_django_6
+def test_priority_queue_and_run_after_are_honoured():
+    later = timezone.now() + dt.timedelta(minutes=10)
+    default = test_tasks.record_task.enqueue("a")
+    moved = test_tasks.record_task.using(priority=-3, queue_name="default", run_after=later)
+    deferred = moved.enqueue("b")
+
+    row = Job.objects.get(pk=int(default.id))
+    assert (row.queue, row.priority) == ("tasks", 5)
+    assert (default.task.queue_name, default.task.priority, default.task.run_after) == (
+        "tasks",
+        5,
+        None,
+    )
+    row = Job.objects.get(pk=int(deferred.id))
+    assert (row.queue, row.priority, row.run_at) == ("default", -3, later)
+    assert deferred.task.run_after == later
+
+    assert jobs.tick(queues=["default"]).claimed == 0  # not due yet
+    assert jobs.tick(queues=["tasks"]).ran == 1
+    assert jobs.tick(now=later + dt.timedelta(seconds=1)).ran == 1
+    assert list(SideEffect.objects.order_by("id").values_list("key", flat=True)) == ["a", "b"]
+
+
+@needs_django_6
+def test_arguments_are_checked_at_the_call_site():
+    with pytest.raises(jobs.InvalidPayload, match=r"'args\[0\]' holds a datetime"):
+        test_tasks.add.enqueue(timezone.now(), 1)
+    with pytest.raises(jobs.InvalidPayload, match=r"'kwargs.b' holds a set"):
+        test_tasks.add.enqueue(1, b={1})
+    with pytest.raises(jobs.InvalidPayload, match=r"arguments do not match.*'b'"):
+        test_tasks.add.enqueue(1)
+    with pytest.raises(jobs.InvalidPayload, match="arguments do not match"):
+        test_tasks.add.enqueue(1, 2, c=3)
+    assert not Job.objects.exists()
+
+
+@needs_django_6
+def test_enqueue_is_transactional():
+    from django.db import transaction
+
+    with transaction.atomic():
+        test_tasks.add.enqueue(1, 2)
+        transaction.set_rollback(True)
+    assert not Job.objects.exists()
+
+
+# --- running and results ------------------------------------------------------------
+
+
+@needs_django_6
+def test_a_task_runs_through_tick_and_get_result_reads_the_row():
+    result = test_tasks.add.enqueue(2, 3)
+    assert jobs.tick() == jobs.TickResult(claimed=1, ran=1, failed=0)
+
+    done = default_task_backend.get_result(result.id)
+    row = Job.objects.get(pk=int(result.id))
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == 5
+    assert done.is_finished
+    assert (done.enqueued_at, done.started_at, done.finished_at) == (
+        row.created_at,
+        row.started_at,
+        row.finished_at,
+    )
+    assert done.last_attempted_at == row.started_at
+    assert done.attempts == 1
+    assert done.worker_ids == [row.worker_id]
+    assert done.errors == []
+    assert test_tasks.add.get_result(result.id).return_value == 5
+
+    result.refresh()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 5)
+
+
+@needs_django_6
+def test_a_failing_task_is_failed_with_its_error():
+    result = test_tasks.explode.enqueue("kaboom")
+    assert jobs.tick().failed == 1
+
+    failed = test_tasks.explode.get_result(result.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.backend == "no_retries"
+    assert failed.attempts == 1
+    [error] = failed.errors
+    assert error.exception_class_path == "tests.testapp.tasks.TaskBoom"
+    assert error.exception_class is test_tasks.TaskBoom
+    assert "tests.testapp.tasks.TaskBoom: kaboom" in error.traceback
+    assert error.traceback.startswith("Traceback (most recent call last):")
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = failed.return_value
+
+
+@needs_django_6
+def test_a_retried_task_is_ready_again_with_its_error_then_succeeds():
+    result = test_tasks.fails_once.enqueue(key="flaky")
+    now = timezone.now()
+    assert jobs.tick(now=now).failed == 1
+
+    retrying = default_task_backend.get_result(result.id)
+    assert retrying.status == TaskResultStatus.READY
+    assert retrying.attempts == 1
+    [error] = retrying.errors
+    assert error.exception_class_path == "builtins.ValueError"
+    assert error.exception_class is ValueError
+    assert retrying.task.run_after is not None  # the retry's due time
+
+    assert jobs.tick(now=now + dt.timedelta(minutes=5)).ran == 1
+    done = default_task_backend.get_result(result.id)
+    assert (done.status, done.return_value, done.attempts) == (
+        TaskResultStatus.SUCCESSFUL,
+        "second time lucky",
+        2,
+    )
+    assert len(done.worker_ids) == 2
+    assert [e.exception_class_path for e in done.errors] == ["builtins.ValueError"]
+
+
+@needs_django_6
+def test_a_cancelled_task_reads_as_failed():
+    result = test_tasks.add.enqueue(1, 2)
+    Job.objects.get(pk=int(result.id)).cancel(reason="not needed")
+    cancelled = default_task_backend.get_result(result.id)
+    assert cancelled.status == TaskResultStatus.FAILED
+    [error] = cancelled.errors
+    assert error.exception_class is backend.TaskCancelled
+    assert error.traceback == "not needed"
+
+
+@needs_django_6
+def test_a_lost_lease_reads_as_lease_lost():
+    result = test_tasks.explode.enqueue("x")
+    row = Job.objects.get(pk=int(result.id))
+    later = timezone.now() + dt.timedelta(hours=1)
+    Job.objects.filter(pk=row.pk).update(
+        status="running", attempts=1, locked_until=timezone.now(), lock_token="t"
+    )
+    jobs.tick(now=later)
+    failed = default_task_backend.get_result(result.id)
+    assert failed.status == TaskResultStatus.FAILED
+    [error] = failed.errors
+    assert error.exception_class_path == "django_cronqueue.exceptions.LeaseLost"
+    assert "lease lost" in error.traceback
+
+
+@needs_django_6
+def test_a_running_task_reads_as_running():
+    result = test_tasks.add.enqueue(1, 2)
+    Job.objects.filter(pk=int(result.id)).update(
+        status="running", attempts=1, worker_id="w1", started_at=timezone.now()
+    )
+    running = default_task_backend.get_result(result.id)
+    assert (running.status, running.worker_ids, running.attempts) == (
+        TaskResultStatus.RUNNING,
+        ["w1"],
+        1,
+    )
+
+
+@needs_django_6
+def test_takes_context_receives_the_task_result():
+    result = test_tasks.with_context.enqueue(key="ctx")
+    jobs.tick()
+    value = default_task_backend.get_result(result.id).return_value
+    assert value == {"attempt": 1, "id": result.id, "key": "ctx"}
+
+
+@needs_django_6
+def test_async_tasks_run():
+    result = test_tasks.async_add.enqueue(20, 22)
+    assert jobs.tick().ran == 1
+    assert default_task_backend.get_result(result.id).return_value == 42
+
+
+@needs_django_6
+def test_aenqueue_and_aget_result():
+    result = async_to_sync(test_tasks.add.aenqueue)(4, 5)
+    jobs.tick()
+    done = async_to_sync(test_tasks.add.aget_result)(result.id)
+    assert done.return_value == 9
+
+
+@needs_django_6
+@pytest.mark.parametrize("result_id", ["123456789", "nope", "", None])
+def test_get_result_of_an_unknown_id(result_id):
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result(result_id)
+
+
+@needs_django_6
+def test_get_result_of_a_plain_job_does_not_exist():
+    job = jobs.enqueue("testapp.noop")
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result(str(job.pk))
+
+
+@needs_django_6
+def test_get_result_of_a_task_this_process_does_not_define():
+    result = test_tasks.add.enqueue(1, 1)
+    Job.objects.filter(pk=int(result.id)).update(name="task:gone.module.function")
+    with pytest.raises(TaskResultDoesNotExist, match="does not define"):
+        default_task_backend.get_result(result.id)
+
+
+@needs_django_6
+def test_djangos_task_signals_are_sent():
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append((task_result.task.name, task_result.status))
+
+    task_enqueued.connect(receiver)
+    task_started.connect(receiver)
+    task_finished.connect(receiver)
+    try:
+        test_tasks.add.enqueue(1, 2)
+        test_tasks.explode.enqueue("x")
+        jobs.tick()
+    finally:
+        for signal in (task_enqueued, task_started, task_finished):
+            signal.disconnect(receiver)
+    assert seen == [
+        ("add", TaskResultStatus.READY),
+        ("explode", TaskResultStatus.READY),
+        ("add", TaskResultStatus.RUNNING),
+        ("add", TaskResultStatus.SUCCESSFUL),
+        ("explode", TaskResultStatus.RUNNING),
+        ("explode", TaskResultStatus.FAILED),
+    ]
+
+
+@needs_django_6
+def test_our_signals_are_sent_too():
+    names = []
+
+    def receiver(sender, **kwargs):
+        names.append(sender)
+
+    signals.job_succeeded.connect(receiver)
+    try:
+        test_tasks.add.enqueue(1, 2)
+        jobs.tick()
+    finally:
+        signals.job_succeeded.disconnect(receiver)
+    assert names == ["task:tests.testapp.tasks.add"]
+
+
+# --- with the testing helpers -------------------------------------------------------
+
+
+@needs_django_6
+def test_eager_mode_runs_tasks_at_once():
+    with testing.eager():
+        result = test_tasks.add.enqueue(1, 2)
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 3)
+
+
+@needs_django_6
+def test_assert_enqueued_takes_a_task():
+    test_tasks.add.enqueue(1, b=2)
+    testing.assert_enqueued(test_tasks.add, {"args": [1], "kwargs": {"b": 2}}, count=1)
+    testing.assert_not_enqueued(test_tasks.explode)
+    assert len(testing.enqueued(test_tasks.add, args=(1,))) == 1
+
+
+# --- a real runjobs process ---------------------------------------------------------
+
+
+@needs_django_6
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_tasks_run_under_runjobs_and_their_results_are_readable(runjobs):
+    added = test_tasks.add.enqueue(20, b=22)
+    recorded = test_tasks.record_task.enqueue("from-runjobs")
+    exploded = test_tasks.explode.enqueue("bang")
+    with_context = test_tasks.with_context.enqueue(key="k")
+
+    worker = runjobs.start("--burst")
+    assert worker.wait(120) == 0, runjobs.log(0)
+
+    done = test_tasks.add.get_result(added.id)
+    assert (done.status, done.return_value) == (TaskResultStatus.SUCCESSFUL, 42)
+    assert done.worker_ids[-1].split(":")[1] == str(worker.pid)
+    recorded = task_backends["default"].get_result(recorded.id)
+    assert (recorded.status, recorded.return_value) == (TaskResultStatus.SUCCESSFUL, "from-runjobs")
+    assert SideEffect.objects.get().pid == worker.pid
+    failed = test_tasks.explode.get_result(exploded.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class is test_tasks.TaskBoom
+    assert "TaskBoom: bang" in failed.errors[0].traceback
+    context = test_tasks.with_context.get_result(with_context.id).return_value
+    assert context == {"attempt": 1, "id": with_context.id, "key": "k"}
