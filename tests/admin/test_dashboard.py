@@ -18,20 +18,21 @@ pytestmark = pytest.mark.django_db
 URL = reverse("admin:django_cronqueue_job_dashboard")
 
 
-def finished(name, status, ago, n=1):
-    now = timezone.now()
+def finished(name, status, ago, n=1, now=None):
+    now = now or timezone.now()
     return JobFactory.create_batch(
         n, name=name, status=status, finished_at=now - ago, attempts=1, payload={}
     )
 
 
 def test_hourly_outcomes_per_name():
-    now = timezone.now()
-    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(minutes=1), n=3)
-    finished("testapp.record", JobStatus.FAILED, dt.timedelta(minutes=2))
-    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(hours=5))
-    finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=23))
-    finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=30))  # too old
+    # Half past an hour, so "a minute ago" is in the current hour's bar whenever this runs.
+    now = dashboard.hour_floor(timezone.now()) + dt.timedelta(minutes=30)
+    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(minutes=1), n=3, now=now)
+    finished("testapp.record", JobStatus.FAILED, dt.timedelta(minutes=2), now=now)
+    finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(hours=5), now=now)
+    finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=23), now=now)
+    finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=30), now=now)  # too old
     JobFactory(name="testapp.noop", status=JobStatus.CANCELLED, finished_at=now)  # not a run
     chart = dashboard.hourly_outcomes(now)
     assert [line.name for line in chart.series] == ["testapp.record", "testapp.noop"]

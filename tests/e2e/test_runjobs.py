@@ -99,6 +99,7 @@ def test_a_second_signal_exits_at_once(runjobs):
     jobs.enqueue(test_jobs.slow_record, {"key": "long", "seconds": 30})
     worker = runjobs.start("--shutdown-timeout", "60")
     wait_until(lambda: Job.objects.filter(status="running").exists())
+    time.sleep(1)  # claimed, and now surely started: a graceful stop would wait 30 s
     worker.send_signal(signal.SIGTERM)
     time.sleep(0.5)
     worker.send_signal(signal.SIGTERM)
