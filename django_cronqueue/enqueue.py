@@ -90,21 +90,116 @@ def enqueue_many(
     definition = registry.resolve(job)
     now = timezone.now()
     when = resolve_run_at(definition, now, run_at, delay)
-    rows = [
-        build_job(definition, payload, now=now, run_at=when, priority=priority, queue=queue)
-        for payload in payloads
-    ]
-    if not rows:
+    queue = check_queue(definition, queue)
+    priority = check_priority(definition, priority)
+    checked = [check_payload(definition, payload) for payload in payloads]
+    if not checked:
         return []
     using = database_alias()
     with transaction.atomic(using=using):
-        created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
+        if connections[using].vendor == "postgresql":
+            created = _bulk_insert_postgresql(
+                using, definition, checked, queue=queue, priority=priority, run_at=when, now=now
+            )
+        else:
+            rows = [
+                Job(
+                    name=definition.name,
+                    payload=payload,
+                    queue=queue,
+                    priority=priority,
+                    max_attempts=definition.max_attempts,
+                    run_at=when,
+                    created_at=now,
+                )
+                for payload in checked
+            ]
+            created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
         notify_workers(using, [when], now)
     if get_settings().EAGER:  # tests: run them now (django_cronqueue.eager)
         from .eager import run_many_eagerly
 
         return run_many_eagerly(created, now)
     return created
+
+
+def _bulk_insert_postgresql(
+    using: str,
+    definition: JobDefinition,
+    payloads: list[dict[str, Any]],
+    *,
+    queue: str,
+    priority: int,
+    run_at: dt.datetime,
+    now: dt.datetime,
+) -> list[Job]:
+    """One ``INSERT ... SELECT FROM jsonb_array_elements(payloads)`` per batch: only the
+    payloads vary, so they travel as one JSON array and the rest as single parameters."""
+    fields = [field.attname for field in Job._meta.concrete_fields]
+    sql = (
+        f"INSERT INTO {Job._meta.db_table} (name, payload, status, queue, priority, attempts, "
+        "max_attempts, run_at, worker_id, last_error, traceback, created_at) "
+        "SELECT %s, t.p, %s, %s, %s, 0, %s, %s, '', '', '', %s "
+        "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(p, n) ORDER BY t.n "
+        "RETURNING id"
+    )
+    created: list[Job] = []
+    with connections[using].cursor() as cursor:
+        for start in range(0, len(payloads), BULK_BATCH_SIZE):
+            batch = payloads[start : start + BULK_BATCH_SIZE]
+            payloads_json = json.dumps(batch, ensure_ascii=False)
+            cursor.execute(
+                sql,
+                [
+                    definition.name,
+                    JobStatus.PENDING,
+                    queue,
+                    priority,
+                    definition.max_attempts,
+                    run_at,
+                    now,
+                    payloads_json,
+                ],
+            )
+            # Ids come from the sequence in insertion order, which follows t.n.
+            ids = sorted(row[0] for row in cursor.fetchall())
+            created.extend(
+                Job.from_db(
+                    using,
+                    fields,
+                    _pending_row(fields, job_id, definition, payload, queue, priority, run_at, now),
+                )
+                for job_id, payload in zip(ids, batch, strict=True)
+            )
+    return created
+
+
+def _pending_row(
+    fields: list[str],
+    job_id: int,
+    definition: JobDefinition,
+    payload: dict[str, Any],
+    queue: str,
+    priority: int,
+    run_at: dt.datetime,
+    now: dt.datetime,
+) -> list[Any]:
+    values = {
+        "id": job_id,
+        "name": definition.name,
+        "payload": payload,
+        "status": JobStatus.PENDING,
+        "queue": queue,
+        "priority": priority,
+        "attempts": 0,
+        "max_attempts": definition.max_attempts,
+        "run_at": run_at,
+        "worker_id": "",
+        "last_error": "",
+        "traceback": "",
+        "created_at": now,
+    }
+    return [values.get(field) for field in fields]
 
 
 class EnqueueOptions:
@@ -292,6 +387,9 @@ def check_queue(definition: JobDefinition, queue: str | None) -> str:
             f"Job {definition.name!r}: queue= must be a non-empty string of at most "
             f"{MAX_QUEUE_LENGTH} characters, got {queue!r}."
         )
+    problem = _text_problem(queue, "queue=")
+    if problem:
+        raise ValueError(f"Job {definition.name!r}: {problem}")
     return queue
 
 
@@ -318,8 +416,9 @@ def check_dedupe_key(definition: JobDefinition, key: str | None) -> str | None:
             f"Job {definition.name!r}: dedupe_key= is {len(key)} characters long; the limit is "
             f"{MAX_DEDUPE_KEY_LENGTH}. Hash long keys (e.g. hashlib.sha256(key).hexdigest())."
         )
-    if "\x00" in key:
-        raise ValueError(f"Job {definition.name!r}: dedupe_key= contains a NUL character.")
+    problem = _text_problem(key, "dedupe_key=")
+    if problem:
+        raise ValueError(f"Job {definition.name!r}: {problem}")
     return key
 
 
@@ -370,7 +469,8 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
     connection = connections[using]
     fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
     values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    # concrete fields always have a column; django-stubs types Field.column as str | None
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)  # type: ignore[arg-type]
     returning = "id"
     params = list(values)
     if wake and connection.vendor == "postgresql":
