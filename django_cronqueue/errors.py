@@ -9,8 +9,11 @@ MAX_TRACEBACK_CHARS = 64_000
 
 
 def clean_text(text: str, limit: int) -> str:
-    """Drop NUL (PostgreSQL rejects it in text) and keep the head and tail within ``limit``."""
+    """Escape NUL (PostgreSQL rejects it in text) and lone surrogates (not UTF-8: no
+    database driver can send them), and keep the head and tail within ``limit``."""
     text = text.replace("\x00", "\\x00")
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= limit:
         return text
     marker = f"\n... [{len(text) - limit} characters cut] ...\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from asgiref.sync import async_to_sync
 
 from . import lifecycle, signals
 from .claiming import ClaimedJob
+from .conf import get_settings
 from .registry import JobDefinition, registry
 
 logger = logging.getLogger("django_cronqueue")
@@ -152,7 +154,27 @@ class Recorder:
         if not self.pending:
             return
         batch, self.pending = self.pending, []
-        written = lifecycle.complete_successes([outcome.job for outcome in batch], now=self.clock())
+        try:
+            written = lifecycle.complete_successes(
+                [outcome.job for outcome in batch], now=self.clock()
+            )
+        except BaseException:
+            self.pending = batch + self.pending  # kept for the next try (token-guarded)
+            raise
+        self.announce(batch, written)
+
+    def take(self) -> list[Call]:
+        """Hand the waiting successes to the caller, who writes them (with its next
+        claim) and then calls ``announce``, or ``put_back`` if writing failed."""
+        batch, self.pending = self.pending, []
+        return batch
+
+    def put_back(self, batch: list[Call]) -> None:
+        if batch:
+            self.pending = batch + self.pending
+            self.oldest = time.monotonic()
+
+    def announce(self, batch: list[Call], written: set[int]) -> None:
         for outcome in batch:
             if outcome.job.id in written:
                 announce_success(outcome)
@@ -170,14 +192,24 @@ def call_handler(definition: JobDefinition, job: ClaimedJob, clock: Clock) -> An
 
 
 def storable_result(value: Any) -> Any:
-    """The handler's return value if it is JSON, else None (it is not an error to return)."""
+    """The handler's return value if the database can store it as JSON, else None (it
+    is not an error to return anything). Not storable: non-JSON values, NaN, values
+    nested too deep to encode, strings with NUL (PostgreSQL's jsonb refuses it) or lone
+    surrogates (not UTF-8), and JSON over ``MAX_PAYLOAD_BYTES``."""
     if value is None:
         return None
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        size = len(text.encode("utf-8"))  # raises on a lone surrogate
+    except Exception:  # TypeError, ValueError, RecursionError, a broken __iter__ ...
+        return None
+    if size > get_settings().MAX_PAYLOAD_BYTES or _JSON_NUL.search(text):
         return None
     return value
+
+
+# "\u0000" in JSON text, unless its backslash is itself escaped ("\\u0000" is text).
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def _extra(job: ClaimedJob, outcome: str, duration: float | None = None) -> dict[str, Any]:

@@ -164,7 +164,7 @@ def report_failure(definition: JobDefinition | None, job_id: int, exc: BaseExcep
     if definition.on_failed is not None:
         try:
             definition.on_failed(job, exc)
-        except Exception:
+        except BaseException:  # even SystemExit: a hook must not stop the worker
             logger.exception("on_failed of job %s #%s raised", job.name, job.id)
     signals.send(signals.job_failed, job.name, job=job, exc=exc)
 

@@ -25,7 +25,7 @@ from django.db import DatabaseError, InterfaceError, close_old_connections, conn
 from django.utils import timezone
 
 from . import lifecycle
-from .claiming import ClaimedJob, ClaimRequest, claim
+from .claiming import ClaimedJob, ClaimRequest, claim, complete_and_claim
 from .conf import database_alias, get_settings
 from .execution import Recorder, call, run_claimed
 from .models import Worker as WorkerRow
@@ -38,6 +38,7 @@ logger = logging.getLogger("django_cronqueue")
 TICK_CLAIM_BATCH = 100
 PRUNE_EVERY = dt.timedelta(hours=1)
 MAX_DB_BACKOFF = 30.0
+OUTCOME_WRITE_ATTEMPTS = 4  # over 0.5 + 1 + 2 s of backoff
 
 _last_prune: dt.datetime | None = None
 _prune_lock = threading.Lock()
@@ -104,6 +105,26 @@ def claim_due(
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs among the names this process defines
     (without the names that have a concurrency cap when ``include_capped`` is False)."""
+    request = claim_request(
+        now,
+        queues=queues,
+        limit=limit,
+        worker_id=worker_id,
+        lease_until=lease_until,
+        include_capped=include_capped,
+    )
+    return claim(request, using=database_alias())
+
+
+def claim_request(
+    now: dt.datetime,
+    *,
+    queues: Sequence[str] | None,
+    limit: int,
+    worker_id: str,
+    lease_until: dt.datetime | None = None,
+    include_capped: bool = True,
+) -> ClaimRequest:
     uncapped: list[str] = []
     capped: dict[str, int] = {}
     for definition in registry:
@@ -113,7 +134,7 @@ def claim_due(
             capped[definition.name] = definition.concurrency
     if capped:
         ensure_name_locks(capped)
-    request = ClaimRequest(
+    return ClaimRequest(
         now=now,
         lease_until=lease_until or now + dt.timedelta(seconds=get_settings().LEASE),
         token=uuid.uuid4().hex,
@@ -123,7 +144,6 @@ def claim_due(
         capped=capped,
         queues=list(queues) if queues else None,
     )
-    return claim(request, using=database_alias())
 
 
 def registry_capped(name: str) -> bool:
@@ -149,6 +169,14 @@ def ensure_name_locks(capped: dict[str, int]) -> None:
 
 
 # --- the runjobs worker -----------------------------------------------------------
+
+
+def _add_or_flush(recorder: Recorder, outcome: Any) -> None:
+    """Record ``outcome``; on a second try, just write the batch it already joined."""
+    if any(pending is outcome for pending in recorder.pending):
+        recorder.flush()
+    else:
+        recorder.add(outcome)
 
 
 @dataclass
@@ -195,6 +223,7 @@ class Worker:
         self._signals = 0
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
         self._skip_capped_until = 0.0
+        self.unfinished: list[str] = []  # slots still in a handler when run() returned
 
     # lifecycle ------------------------------------------------------------------
 
@@ -245,6 +274,7 @@ class Worker:
         for thread in self._working_slots():
             thread.join(max(0.0, deadline - time.monotonic()))
         still_running = [thread.name for thread in self._working_slots()]
+        self.unfinished = still_running
         if still_running:
             logger.warning(
                 "Worker %s: %s handler(s) still running after the shutdown timeout of %ss; "
@@ -297,7 +327,7 @@ class Worker:
             while not self.stopping.is_set():
                 try:
                     close_old_connections()
-                    jobs = self._claim(batch)
+                    jobs = self._claim(batch, recorder)
                     failures = 0
                 except (DatabaseError, InterfaceError) as exc:
                     failures += 1
@@ -315,14 +345,15 @@ class Worker:
                     return  # this slot overran a timeout and another took its place
                 batch = min(batch * 2, self.prefetch) if all_quick else 1
         finally:
+            self._flush(recorder)
             connections.close_all()
 
-    def _claim(self, limit: int) -> list[ClaimedJob]:
+    def _claim(self, limit: int, recorder: Recorder) -> list[ClaimedJob]:
         now = timezone.now()
         # Capped names take a locked, costlier claim: after one that found none of
         # them, leave them out for a poll interval (a wake-up brings them back).
         include_capped = time.monotonic() >= self._skip_capped_until or self.wake.is_set()
-        jobs = claim_due(
+        request = claim_request(
             self._cutoff or now,
             queues=self.queues,
             limit=limit,
@@ -330,6 +361,17 @@ class Worker:
             lease_until=now + self.lease,
             include_capped=include_capped,
         )
+        # The slot's quick successes are written by the same statement (PostgreSQL).
+        succeeded = recorder.take()
+        try:
+            jobs, written = complete_and_claim(
+                request, [call.job for call in succeeded], finished_at=now, using=database_alias()
+            )
+        except BaseException:
+            recorder.put_back(succeeded)
+            raise
+        recorder.announce(succeeded, written)
+        self._drop_held([call.job for call in succeeded])
         if include_capped and not any(registry_capped(job.name) for job in jobs):
             self._skip_capped_until = time.monotonic() + self.poll_interval
         with self._held_lock:
@@ -352,7 +394,9 @@ class Worker:
                     return True, False
             return False, all_quick
         finally:
-            self._flush(recorder)
+            if self.stopping.is_set() or not all_quick:
+                self._flush(recorder)  # else the slot's next claim writes them
+            self._drop_held(jobs)
 
     def _run_one(self, job: ClaimedJob, recorder: Recorder) -> tuple[bool, bool]:
         """Run one job. Returns (its slot was replaced meanwhile, it was quick)."""
@@ -361,26 +405,50 @@ class Worker:
         with self._held_lock:
             held = self._held[job.id]
             held.deadline = time.monotonic() + timeout
-        quick = False
+        quick = waiting = False
         try:
             outcome = call(job, timezone.now)
             quick = outcome.duration < Recorder.QUICK
-            recorder.add(outcome)
+            self._write_outcomes(lambda: _add_or_flush(recorder, outcome))
+            # A quick success waits in the recorder's batch, maybe behind a slow job:
+            # its lease stays renewed until the batch is written.
+            waiting = bool(recorder.pending) and recorder.pending[-1] is outcome
         except (DatabaseError, InterfaceError) as exc:
             # The handler ran but its outcome could not be written; the lease will
             # expire and the job runs again (at-least-once).
             logger.error("Job %s #%s: could not record the outcome: %s", job.name, job.id, exc)
+        except BaseException:
+            # Nothing a job brings (a hook raising SystemExit, a value the database
+            # refuses) may end this slot thread: log it; the lease expires, the job reruns.
+            logger.exception("Job %s #%s: could not record the outcome", job.name, job.id)
         finally:
-            with self._held_lock:
-                self._held.pop(job.id, None)
+            if waiting:
+                with self._held_lock:
+                    held.deadline = None  # finished: renewed, never "past its timeout"
+            else:
+                self._drop_held([job])
             close_old_connections()
         return held.abandoned, quick
 
     def _flush(self, recorder: Recorder) -> None:
         try:
-            recorder.flush()
+            self._write_outcomes(recorder.flush)
         except (DatabaseError, InterfaceError) as exc:
             logger.error("Worker %s: could not record finished jobs: %s", self.id, exc)
+
+    def _write_outcomes(self, write: Callable[[], None]) -> None:
+        """Write finished jobs' outcomes. A connection that died meanwhile (a database
+        restart, a killed session) is replaced and the write tried again, with backoff:
+        every write is guarded by its claim's token, so trying again is safe, and a
+        finished job is not run again (or failed, on its last attempt) for want of it."""
+        for failure in range(1, OUTCOME_WRITE_ATTEMPTS + 1):
+            try:
+                write()
+                return
+            except (DatabaseError, InterfaceError) as exc:
+                if failure == OUTCOME_WRITE_ATTEMPTS:
+                    raise
+                self._database_backoff(exc, failure)
 
     def _give_back(self, jobs: list[ClaimedJob]) -> None:
         try:
@@ -390,9 +458,16 @@ class Worker:
             logger.warning(
                 "Worker %s: could not give back jobs (%s); leases will expire", self.id, exc
             )
+        self._drop_held(jobs)
+
+    def _drop_held(self, jobs: list[ClaimedJob]) -> None:
+        """Forget these claims. Only these: a run that overran its timeout may return
+        after this process re-claimed its job, and the retry's entry must stay renewed."""
         with self._held_lock:
             for job in jobs:
-                self._held.pop(job.id, None)
+                held = self._held.get(job.id)
+                if held is not None and held.job.token == job.token:
+                    del self._held[job.id]
 
     # heartbeat, listener, database ------------------------------------------------
 

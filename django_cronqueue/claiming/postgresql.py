@@ -1,15 +1,34 @@
 # Locking model: row locks. Claimers select candidates with FOR UPDATE SKIP LOCKED, so
 # concurrent workers skip each other's rows instead of waiting, and the UPDATE that marks
 # them running is the same statement (no cap) or the same transaction (capped names,
-# whose lock row is taken FOR UPDATE while the running rows are counted).
+# whose lock row is taken FOR UPDATE while the running rows are counted). A worker's
+# quick successes can ride along in the same statement (complete_and_claim): one commit
+# for "these are done, give me more".
 """Claiming on PostgreSQL."""
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Sequence
+
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .base import ClaimedJob, ClaimRequest, claim_returning, claim_two_step
+from ..models import JobStatus
+from .base import (
+    ORDER,
+    RETURNED_COLUMNS,
+    TABLE,
+    ClaimedJob,
+    ClaimRequest,
+    adapt,
+    claim_returning,
+    claim_set_clause,
+    claim_set_params,
+    claim_two_step,
+    due_filter,
+    row_to_job,
+)
 
 ROW_LOCK = " FOR UPDATE SKIP LOCKED"
 
@@ -19,3 +38,40 @@ def claim(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[Claime
         return claim_returning(connection, request, row_lock=ROW_LOCK)
     with transaction.atomic(using=connection.alias):
         return claim_two_step(connection, request, row_lock=ROW_LOCK, name_lock=" FOR UPDATE")
+
+
+def complete_and_claim(
+    connection: BaseDatabaseWrapper,
+    request: ClaimRequest,
+    succeeded: Sequence[ClaimedJob],
+    finished_at: dt.datetime,
+) -> tuple[list[ClaimedJob], set[int]]:
+    """Mark ``succeeded`` (each guarded by its lease token) and claim more, in one
+    statement. Returns the claimed jobs and the ids actually marked succeeded."""
+    where, params = due_filter(request, request.names)
+    padding = ", ".join(["NULL"] * (RETURNED_COLUMNS.count(",")))
+    sql = (
+        f"WITH done AS (UPDATE {TABLE} SET status = %s, finished_at = %s, locked_until = NULL, "
+        "lock_token = NULL, active_dedupe_key = NULL WHERE status = %s AND (id, lock_token) IN "
+        "(SELECT * FROM unnest(%s::bigint[], %s::text[])) RETURNING id), "
+        f"claimed AS (UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
+        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{ROW_LOCK}"
+        f") RETURNING {RETURNED_COLUMNS}) "
+        f"SELECT FALSE, {RETURNED_COLUMNS} FROM claimed "
+        f"UNION ALL SELECT TRUE, id, {padding} FROM done"
+    )
+    done_params = [
+        JobStatus.SUCCEEDED,
+        finished_at,
+        JobStatus.RUNNING,
+        [job.id for job in succeeded],
+        [job.token for job in succeeded],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            adapt(connection, [*done_params, *claim_set_params(request), *params, request.limit]),
+        )
+        rows = cursor.fetchall()
+    claimed = [row_to_job(row[1:], request.token, claimed=True) for row in rows if not row[0]]
+    return claimed, {row[1] for row in rows if row[0]}

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import logging
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -75,5 +78,13 @@ class Command(BaseCommand):
             mode="once" if options["once"] else "burst" if options["burst"] else "forever",
         )
         exit_code = worker.run()
+        if worker.unfinished:
+            # Handlers still running after the shutdown timeout would keep the process
+            # alive (an async handler's event loop runs in a non-daemon thread that the
+            # interpreter joins at exit): leave now, their leases expire.
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exit_code)
         if exit_code:
             raise SystemExit(exit_code)
