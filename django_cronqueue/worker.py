@@ -396,7 +396,9 @@ class Worker:
         finally:
             if self.stopping.is_set() or not all_quick:
                 self._flush(recorder)  # else the slot's next claim writes them
-            self._drop_held(jobs)
+            # Successes still waiting to be written keep their leases until then.
+            waiting = {id(outcome.job) for outcome in recorder.pending}
+            self._drop_held([job for job in jobs if id(job) not in waiting])
 
     def _run_one(self, job: ClaimedJob, recorder: Recorder) -> tuple[bool, bool]:
         """Run one job. Returns (its slot was replaced meanwhile, it was quick)."""

@@ -77,6 +77,7 @@ class Background:
 class Runner:
     workdir: Path
     env_file: Path
+    first_env_file: Path
     cwd_file: Path
     logs: Path
     backgrounds: dict[str, Background] = field(default_factory=dict)
@@ -92,6 +93,17 @@ class Runner:
                 code,
                 f"pwd > {shlex.quote(str(self.cwd_file))}",
                 f"export -p > {shlex.quote(str(self.env_file))}",
+            ]
+        )
+
+    def new_terminal(self, code: str) -> str:
+        """A bash script for a new terminal: the first environment, in the home folder."""
+        return "\n".join(
+            [
+                "set -euo pipefail",
+                f"source {shlex.quote(str(self.first_env_file))}",
+                f"cd {shlex.quote(str(self.workdir))}",
+                code,
             ]
         )
 
@@ -128,7 +140,7 @@ def parse(text: str) -> list[Step]:
             steps.append(Step(kind, line, code=code, note=head.partition(":")[2].strip()))
         elif kind in ("create", "append"):
             if title is None:
-                problems.append(f"line {line}: a {kind} block needs title=\"path\"")
+                problems.append(f'line {line}: a {kind} block needs title="path"')
                 continue
             steps.append(Step(kind, line, code=code, name=title.group(1)))
         elif kind == "background" and len(words) == 2:
@@ -223,10 +235,12 @@ def run_step(runner: Runner, step: Step) -> None:
         out = log.open("wb")
         for command in step.code.strip().splitlines():
             print(f"[{step.name}] $ {command}")
-        # The state is not saved back: a second terminal does not change the first one.
-        code = runner.shell(step.code).rsplit("\npwd >", 1)[0]
+        # A second terminal: it starts in the home folder, without the virtualenv.
         process = subprocess.Popen(
-            ["bash", "-c", code], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            ["bash", "-c", runner.new_terminal(step.code)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         runner.backgrounds[step.name] = Background(process, log)
         print(f"started in the background (pid {process.pid}), output in {log}")
@@ -317,6 +331,7 @@ def main() -> int:
     runner = Runner(
         workdir=home,
         env_file=base / "env.sh",
+        first_env_file=base / "first-env.sh",
         cwd_file=base / "cwd",
         logs=base / "logs",
     )
@@ -331,9 +346,10 @@ def main() -> int:
         env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
     env["CRONQUEUE_SRC"] = str(source)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    runner.env_file.write_text(
+    runner.first_env_file.write_text(
         "".join(f"export {key}={shlex.quote(value)}\n" for key, value in env.items())
     )
+    shutil.copy(runner.first_env_file, runner.env_file)
     runner.cwd_file.write_text(str(home))
     print(f"Tutorial: {args.tutorial} ({len(steps)} steps), in {home}")
     print(f"CRONQUEUE_SRC={source}")

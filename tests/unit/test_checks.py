@@ -205,13 +205,13 @@ def test_e018_use_tz_must_be_true():
 
 def test_checks_are_registered_with_django():
     with override_settings(CRONQUEUE={"POLL_INTERVAL": -1, "TYPO": 1}):
-        found = ids(run_checks())
+        found = ids(run_checks(databases=[]))
     assert "django_cronqueue.E002" in found
     assert "django_cronqueue.W001" in found
 
 
 def test_the_test_settings_pass_every_check():
-    assert [m for m in run_checks() if m.id.startswith("django_cronqueue.")] == []
+    assert [m for m in run_checks(databases=[]) if m.id.startswith("django_cronqueue.")] == []
 
 
 # --- E017: the database -------------------------------------------------------------

@@ -1,0 +1,88 @@
+"""django-cronqueue: how the benchmark drives it (on PostgreSQL, SQLite and MariaDB)."""
+
+from __future__ import annotations
+
+import sys
+
+from benchlib import RESULTS_DIR
+from benchlib.spec import Drain, System, window_sql
+
+FINISHED = "status IN ('succeeded', 'failed')"
+
+
+def system(vendor: str) -> System:
+    if vendor == "postgres":
+        key, label, database = "cronqueue", "cronqueue", "bench_cronqueue"
+        drains = (
+            Drain("default", "runjobs (concurrency 1)", "default"),
+            Drain("c2", "--concurrency 2", "one", ("--concurrency", "2")),
+            Drain("c4", "--concurrency 4", "one", ("--concurrency", "4")),
+            Drain("2proc", "2 x runjobs", "two", processes=2),
+        )
+    else:
+        key, label = f"cronqueue_{vendor}", f"cq {vendor}"
+        database = "bench_cronqueue"
+        if vendor == "sqlite":
+            database = str(RESULTS_DIR / "bench_cronqueue.sqlite3")
+        drains = (
+            Drain("default", "runjobs (concurrency 1)", "default"),
+            Drain("2proc", "2 x runjobs", "two", processes=2),
+        )
+    return System(
+        key=key,
+        label=label,
+        distribution="django-cronqueue",
+        module="projects.cronqueue.driver",
+        settings="projects.cronqueue.settings",
+        vendor=vendor,
+        database=database,
+        worker=("runjobs",),
+        drains=drains,
+        tables=("django_cronqueue_job", "django_cronqueue_worker", "django_cronqueue_namelock"),
+        done_sql=f"SELECT COUNT(*) FROM django_cronqueue_job WHERE {FINISHED}",
+        window_sql=window_sql(
+            vendor, "django_cronqueue_job", "started_at", "finished_at", FINISHED
+        ),
+        enqueue_modes=("single", "transaction", "bulk", "dedupe"),
+    )
+
+
+SYSTEMS = [system("postgres"), system("sqlite"), system("mariadb")]
+
+
+# --- Django side ----------------------------------------------------------------------
+
+
+def enqueue_one(i: int) -> None:
+    from projects.cronqueue.benchjobs.jobs import noop
+
+    noop.enqueue(n=i)
+
+
+def enqueue_one_dedupe(i: int) -> None:
+    from projects.cronqueue.benchjobs.jobs import noop
+
+    noop.using(dedupe_key=f"bench-{i}").enqueue(n=i)
+
+
+def enqueue_bulk(n: int) -> None:
+    from django_cronqueue import jobs
+    from projects.cronqueue.benchjobs.jobs import noop
+
+    jobs.enqueue_many(noop, [{"n": i} for i in range(n)])
+
+
+def fill(n: int) -> None:
+    enqueue_bulk(n)
+
+
+def enqueue_record(i: int) -> None:
+    from projects.cronqueue.benchjobs.jobs import record
+
+    record.enqueue(n=i)
+
+
+if __name__ == "__main__":
+    from benchlib.driver import main
+
+    main(sys.modules[__name__])

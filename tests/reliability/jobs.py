@@ -1,0 +1,233 @@
+"""Jobs of the reliability suite.
+
+Every job has an explicit name: the pytest process imports this module directly,
+while the ``runjobs`` processes (``tests.reliability.worker_settings``) discover it as
+an installed app's ``jobs.py``, and both must register the same names.
+
+Handlers leave their traces in ``SideEffect`` rows (``key``, ``pid``, ``created_at``):
+``start:<key>`` when a run begins and ``end:<key>`` when it has done its work, so a
+test can count runs, see which process made them and compute how many overlapped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+import time
+
+from django_cronqueue import jobs
+from tests.testapp.models import SideEffect
+
+
+def mark(kind: str, key: str) -> None:
+    SideEffect.objects.create(key=f"{kind}:{key}"[:100], pid=os.getpid())
+
+
+def no_wait(attempt: int) -> float:
+    return 0.0
+
+
+def short_wait(attempt: int) -> float:
+    return 0.1
+
+
+# --- crashes, leases, database faults ----------------------------------------------
+
+
+@jobs.job(name="rel.tracked", retries=50, backoff=short_wait)
+def tracked(key: str, seconds: float = 0.0) -> None:
+    """Marks its start, works ``seconds``, marks its end (a killed run has no end)."""
+    mark("start", key)
+    time.sleep(seconds)
+    mark("end", key)
+
+
+def first_then(key: str, first: float, then: float) -> dict:
+    """The first run of ``key`` takes ``first`` seconds, every later one ``then``."""
+    first_run = not SideEffect.objects.filter(key=f"start:{key}").exists()
+    mark("start", key)
+    time.sleep(first if first_run else then)
+    mark("end", key)
+    return {"pid": os.getpid(), "first_run": first_run}
+
+
+@jobs.job(name="rel.hour_long", timeout=3600, retries=3, backoff=no_wait)
+def hour_long(key: str, first: float, then: float) -> dict:
+    """Allowed an hour: only the heartbeat keeps its short lease alive."""
+    return first_then(key, first, then)
+
+
+@jobs.job(name="rel.slow_first", timeout=5, retries=3, backoff=no_wait)
+def slow_first(key: str, first: float, then: float) -> dict:
+    return first_then(key, first, then)
+
+
+@jobs.job(name="rel.capped", concurrency=2, retries=3, backoff=no_wait)
+def capped(key: str, seconds: float) -> None:
+    mark("start", key)
+    time.sleep(seconds)
+    mark("end", key)
+
+
+@jobs.job(name="rel.async_sleep", retries=0)
+async def async_sleep(key: str, seconds: float) -> None:
+    from asgiref.sync import sync_to_async
+
+    await asyncio.sleep(seconds)
+    await sync_to_async(mark)("end", key)
+
+
+# --- hostile handlers ----------------------------------------------------------------
+
+
+class Doom(BaseException):
+    """Not an Exception: only ``except BaseException`` catches it."""
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ itself is broken")
+
+
+@jobs.job(name="rel.hostile.system_exit", retries=0)
+def system_exit() -> None:
+    sys.exit("the handler called sys.exit")
+
+
+@jobs.job(name="rel.hostile.keyboard_interrupt", retries=0)
+def keyboard_interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+@jobs.job(name="rel.hostile.base_exception", retries=0)
+def base_exception() -> None:
+    raise Doom("a BaseException subclass")
+
+
+@jobs.job(name="rel.hostile.async_system_exit", retries=0)
+async def async_system_exit() -> None:
+    raise SystemExit(4)
+
+
+@jobs.job(name="rel.hostile.hangs", timeout=1, retries=0)
+def hangs(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+@jobs.job(name="rel.hostile.deep_recursion", retries=0)
+def deep_recursion() -> None:
+    def down(depth: int) -> int:
+        return down(depth + 1) + 1
+
+    down(0)
+
+
+@jobs.job(name="rel.hostile.huge_message", retries=0)
+def huge_message(characters: int) -> None:
+    raise ValueError("€" * characters)
+
+
+@jobs.job(name="rel.hostile.surrogate_message", retries=0)
+def surrogate_message() -> None:
+    raise ValueError("a lone surrogate \ud800 in the message")
+
+
+@jobs.job(name="rel.hostile.nul_message", retries=0)
+def nul_message() -> None:
+    raise ValueError("a NUL \x00 in the message")
+
+
+@jobs.job(name="rel.hostile.unprintable", retries=0)
+def unprintable() -> None:
+    raise Unprintable
+
+
+def exit_hook(job: object, exc: BaseException) -> None:
+    raise SystemExit("on_failed called sys.exit")
+
+
+@jobs.job(name="rel.hostile.exiting_on_failed", retries=0, on_failed=exit_hook)
+def exiting_on_failed() -> None:
+    raise ValueError("fails, then its on_failed hook exits")
+
+
+@jobs.job(name="rel.hostile.prints", retries=0)
+def prints(megabytes: int) -> None:
+    line = "x" * 1023 + "\n"
+    for _ in range(megabytes * 1024):
+        sys.stdout.write(line)
+    sys.stdout.flush()
+    print("done printing", file=sys.stderr)
+
+
+def deeply_nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+RETURNED = {
+    "json": lambda: {"ok": ["✓", 1, 2.5, None, True], "nested": {"a": []}},
+    "set": lambda: {1, 2, 3},
+    "object": object,
+    "nan": lambda: float("nan"),
+    "nul": lambda: {"text": "a\x00b"},
+    "surrogate": lambda: ["\ud800"],
+    "deep": lambda: deeply_nested(100_000),
+    "huge": lambda: "x" * 20_000_000,
+}
+
+
+@jobs.job(name="rel.hostile.returns", retries=0)
+def returns(kind: str) -> object:
+    return RETURNED[kind]()
+
+
+# --- security ----------------------------------------------------------------------
+
+
+@jobs.job(name="rel.charge_card", retries=1, backoff=no_wait)
+def charge_card(card_number: str, api_token: str) -> None:
+    """Fails with the secrets in its message, as careless code does."""
+    raise ValueError(f"card {card_number} declined (token {api_token})")
+
+
+INJECTION = "x'); DROP TABLE django_cronqueue_job; -- %s \\' \""
+INJECTED_NAME = f"rel.injected{INJECTION}"
+
+
+@jobs.job(name=INJECTED_NAME, concurrency=1, retries=1, backoff=no_wait)
+def injected(text: str, fail: bool = False) -> str:
+    """A name, payload, result and error full of SQL: they must only ever be parameters."""
+    if fail:
+        raise ValueError(text)
+    return text
+
+
+# --- unicode -----------------------------------------------------------------------
+
+UNICODE_NAME = "rel.ünïcødé.名前.🚀.שלום"
+
+
+@jobs.job(name=UNICODE_NAME, retries=0)
+def unicode_job(text: str, nested: dict, fail: bool = False) -> dict:
+    mark("unicode", text[:40])
+    if fail:
+        raise ValueError(f"échec ✗ {text}")
+    return {"text": text, "nested": nested}
+
+
+# --- soak --------------------------------------------------------------------------
+
+FAILURE_RATE = float(os.environ.get("CRONQUEUE_SOAK_FAILURE_RATE", "0.1"))
+
+
+@jobs.job(name="rel.soak", retries=3, backoff=short_wait)
+def soak(n: int) -> None:
+    """Records each call, then fails at random (10% by default)."""
+    SideEffect.objects.create(key=f"call:{n}", pid=os.getpid())
+    if random.random() < FAILURE_RATE:
+        raise RuntimeError(f"random failure of {n}")

@@ -1,0 +1,82 @@
+"""Hostile handlers: whatever a handler does, the worker survives, the row records a
+bounded, readable error and the other jobs are unaffected (on every database).
+
+tests/db/test_worker.py::test_system_exit_in_a_handler_is_a_failure_not_an_exit covers
+SystemExit under ``jobs.tick()``; here everything runs in one real ``runjobs`` process
+with a single slot, so a slot thread that died would stop all the work behind it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from django_cronqueue import errors, jobs
+from django_cronqueue.models import Job
+from tests.reliability import jobs as rel
+
+from .conftest import log_records, marks, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+# name, payload, status, what last_error starts with, result
+LEASE_LOST = "LeaseLost: lease lost: attempt 1 of 1 was still unfinished past its timeout of 1s"
+HOSTILE = [
+    ("rel.hostile.system_exit", {}, "failed", "SystemExit: the handler called sys.exit", None),
+    ("rel.hostile.keyboard_interrupt", {}, "failed", "KeyboardInterrupt", None),
+    ("rel.hostile.base_exception", {}, "failed", "Doom: a BaseException subclass", None),
+    ("rel.hostile.async_system_exit", {}, "failed", "SystemExit: 4", None),
+    ("rel.hostile.hangs", {"seconds": 4}, "failed", LEASE_LOST, None),
+    ("rel.hostile.deep_recursion", {}, "failed", "RecursionError: maximum recursion depth", None),
+    ("rel.hostile.huge_message", {"characters": 5_000_000}, "failed", "ValueError: €€€€", None),
+    ("rel.hostile.surrogate_message", {}, "failed", "ValueError: a lone surrogate \\ud800", None),
+    ("rel.hostile.nul_message", {}, "failed", "ValueError: a NUL \\x00 in the message", None),
+    ("rel.hostile.unprintable", {}, "failed", "Unprintable: <unprintable exception>", None),
+    ("rel.hostile.exiting_on_failed", {}, "failed", "ValueError: fails, then its on_failed", None),
+    ("rel.hostile.prints", {"megabytes": 8}, "succeeded", "", None),
+    ("rel.hostile.returns", {"kind": "json"}, "succeeded", "", rel.RETURNED["json"]()),
+    *[
+        ("rel.hostile.returns", {"kind": kind}, "succeeded", "", None)
+        for kind in ["set", "object", "nan", "nul", "surrogate", "deep", "huge"]
+    ],
+]
+
+
+def test_hostile_handlers_leave_the_worker_and_the_other_jobs_unharmed(runjobs):
+    hostile, normal = [], []
+    for index, (name, payload, *_) in enumerate(HOSTILE):
+        hostile.append(jobs.enqueue(name, payload))
+        normal.append(jobs.enqueue(rel.tracked, {"key": f"ok-{index}"}))
+    worker = runjobs.start("--concurrency", "1", settings={"LEASE": 1, "POLL_INTERVAL": 0.2})
+    wait_until(
+        lambda: not Job.objects.filter(status__in=["pending", "running"]).exists(),
+        timeout=90,
+        interval=0.2,
+    )
+    assert worker.poll() is None, runjobs.log(worker)  # still alive
+
+    for job, (name, payload, status, error, result) in zip(hostile, HOSTILE, strict=True):
+        row = Job.objects.get(pk=job.pk)
+        context = (name, payload, row.status, row.last_error[:300])
+        assert row.status == status, context
+        assert row.last_error.startswith(error), context
+        assert len(row.last_error) <= errors.MAX_ERROR_CHARS, context
+        assert len(row.traceback) <= errors.MAX_TRACEBACK_CHARS, context
+        assert row.result == result, context
+        if status == "failed" and name != "rel.hostile.hangs":
+            assert row.traceback.startswith("Traceback (most recent call last):"), context
+    huge = Job.objects.get(pk=hostile[6].pk)
+    assert "characters cut" in huge.last_error and "characters cut" in huge.traceback
+
+    assert Job.objects.filter(pk__in=[job.pk for job in normal], status="succeeded").count() == len(
+        normal
+    )
+    ended = sorted(key for key, _, _ in marks("end"))
+    assert ended == sorted(f"ok-{i}" for i in range(len(HOSTILE)))
+
+    log = runjobs.log(worker)
+    assert "Exception in thread" not in log  # no slot thread died
+    assert len(log) > 8 * 1024 * 1024  # the printed megabytes went to stdout
+    assert runjobs.stop(worker) == 0, log[-3000:]
+    assert "on_failed of job rel.hostile.exiting_on_failed" in log
+    levels = {level for level, _ in log_records(log)}
+    assert "CRITICAL" not in levels
