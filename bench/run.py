@@ -107,6 +107,8 @@ def parse_args() -> argparse.Namespace:
                         help="before each measurement, wait up to S seconds for the machine "
                         "to be under 30%% busy (0: don't)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="JSON file (default bench/results/<ts>.json)")
+    parser.add_argument("--table", type=Path, metavar="JSON",
+                        help="only print the table of an earlier run's JSON file")  # fmt: skip
     return parser.parse_args()
 
 
@@ -139,6 +141,11 @@ def main() -> int:
     args = parse_args()
     keys = selected(args)
     catalogue = {s.key: s for m in (cronqueue, tasksdb, procrastinate, djangoq) for s in m.SYSTEMS}
+    if args.table:
+        earlier = json.loads(args.table.read_text())
+        measured = [catalogue[k] for k in earlier["systems"] if k in catalogue]
+        print(report.table(earlier["medians"], measured))
+        return 0
     stamp = time.strftime("%Y%m%d-%H%M%S")
     workdir = RESULTS_DIR / stamp
     workdir.mkdir(parents=True, exist_ok=True)

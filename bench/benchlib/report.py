@@ -78,8 +78,8 @@ def fmt(value: Any, unit: str) -> str:
         return str(value)
     if unit == "rate":
         return f"{value:,.0f}"
-    if unit == "ratio":
-        return f"{value:.2f}x"
+    if unit == "ratio":  # two decimals, or two significant digits below 0.1
+        return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
     if unit in ("ms", "mb"):
         return f"{value:,.1f}"
     if unit == "cpu":
