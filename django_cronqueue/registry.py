@@ -223,6 +223,45 @@ def is_priority(value: Any) -> bool:
     return _is_int(value) and MIN_PRIORITY <= value <= MAX_PRIORITY
 
 
+def define(
+    name: str,
+    function: Callable[..., Any],
+    *,
+    retries: int | None,
+    backoff: BackoffFunction | None,
+    timeout: float | None,
+    queue: str | None,
+    priority: int,
+    on_failed: OnFailed | None,
+    concurrency: int | None = None,
+    cron: Any = None,
+) -> JobDefinition:
+    """Check the options shared by @jobs.job and @jobs.cron, then register the job."""
+    backoff = DEFAULT_BACKOFF if backoff is None else backoff
+    validate_common_options(
+        name,
+        retries=retries,
+        backoff=backoff,
+        timeout=timeout,
+        queue=queue,
+        priority=priority,
+        on_failed=on_failed,
+    )
+    definition = JobDefinition(
+        name=name,
+        func=function,
+        retries=retries,
+        backoff=backoff,
+        timeout=timeout,
+        concurrency=concurrency,
+        queue=queue,
+        priority=priority,
+        on_failed=on_failed,
+        cron=cron,
+    )
+    return registry.register(definition)
+
+
 def job(
     func: Callable[..., Any] | None = None,
     *,
@@ -241,32 +280,22 @@ def job(
         if not callable(function):
             raise ImproperlyConfigured(f"@jobs.job decorates a function, got {function!r}.")
         job_name = name if name is not None else default_name(function)
-        validate_common_options(
-            job_name,
-            retries=retries,
-            backoff=DEFAULT_BACKOFF if backoff is None else backoff,
-            timeout=timeout,
-            queue=queue,
-            priority=priority,
-            on_failed=on_failed,
-        )
         if concurrency is not None and (not _is_int(concurrency) or concurrency < 1):
             raise ImproperlyConfigured(
                 f"Job {job_name!r}: option concurrency= must be an integer >= 1 "
                 f"(or None for no limit), got {concurrency!r}."
             )
-        definition = JobDefinition(
-            name=job_name,
-            func=function,
+        return define(
+            job_name,
+            function,
             retries=retries,
-            backoff=DEFAULT_BACKOFF if backoff is None else backoff,
+            backoff=backoff,
             timeout=timeout,
             concurrency=concurrency,
             queue=queue,
             priority=priority,
             on_failed=on_failed,
         )
-        return registry.register(definition)
 
     if func is not None:
         return decorate(func)

@@ -17,9 +17,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from . import cron
-from .backoff import DEFAULT_BACKOFF, BackoffFunction
+from .backoff import BackoffFunction
 from .conf import get_settings
-from .registry import JobDefinition, OnFailed, default_name, registry, validate_common_options
+from .registry import JobDefinition, OnFailed, default_name, define
 from .runs import CronRun
 
 if TYPE_CHECKING:
@@ -132,15 +132,6 @@ def cron_schedule(
         if not isinstance(max_catch_up, int) or isinstance(max_catch_up, bool) or max_catch_up < 1:
             raise fail(f"option max_catch_up= must be an integer >= 1, got {max_catch_up!r}.")
         _check_handler(function, fail)
-        validate_common_options(
-            schedule,
-            retries=retries,
-            backoff=DEFAULT_BACKOFF if backoff is None else backoff,
-            timeout=timeout,
-            queue=queue,
-            priority=priority,
-            on_failed=on_failed,
-        )
         spec = CronSpec(
             expression=normalized,
             tz=zone_name,
@@ -149,18 +140,17 @@ def cron_schedule(
             max_catch_up=max_catch_up,
             overlap=overlap,
         )
-        definition = JobDefinition(
-            name=schedule,
-            func=function,
+        return define(
+            schedule,
+            function,
             retries=retries,
-            backoff=DEFAULT_BACKOFF if backoff is None else backoff,
+            backoff=backoff,
             timeout=timeout,
             queue=queue,
             priority=priority,
             on_failed=on_failed,
             cron=spec,
         )
-        return registry.register(definition)
 
     return decorate
 
