@@ -14,7 +14,7 @@ import time
 import pytest
 
 from django_cronqueue import jobs
-from django_cronqueue.models import Job
+from django_cronqueue.models import Job, Worker
 from tests.reliability import jobs as rel
 
 from .conftest import marks, max_overlap, needs_server, wait_until
@@ -31,12 +31,14 @@ def test_max_overlap():
 @pytest.mark.django_db(transaction=True)
 def test_a_concurrency_cap_of_2_is_never_exceeded_across_4_worker_processes(runjobs):
     capped = 24
-    jobs.enqueue_many(rel.capped, [{"key": f"c{i}", "seconds": 0.25} for i in range(capped)])
-    # Uncapped work beside it keeps every slot claiming all the time.
-    jobs.enqueue_many(rel.tracked, [{"key": f"u{i}", "seconds": 0.01} for i in range(200)])
     workers = [
         runjobs.start("--concurrency", "2", settings={"POLL_INTERVAL": 0.1}) for _ in range(4)
     ]
+    # All four are polling before any work exists, so no early starter takes it all.
+    wait_until(lambda: Worker.objects.count() == 4, timeout=60)
+    jobs.enqueue_many(rel.capped, [{"key": f"c{i}", "seconds": 0.25} for i in range(capped)])
+    # Uncapped work beside it keeps every slot claiming all the time.
+    jobs.enqueue_many(rel.tracked, [{"key": f"u{i}", "seconds": 0.01} for i in range(200)])
     peak_running = 0
     deadline = time.monotonic() + 120
     while Job.objects.filter(name="rel.capped", status="succeeded").count() < capped:

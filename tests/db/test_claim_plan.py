@@ -1,0 +1,99 @@
+"""PostgreSQL: the claim statements read the claim index, not the whole table.
+
+A table holding a long history of finished jobs must not slow claiming down: the claim
+query's ``status = 'pending'`` prefix and its ``ORDER BY priority DESC, run_at, id`` are
+the columns of the ``cronqueue_job_claim`` index, so the planner walks the pending rows in
+claim order and stops at the LIMIT, however many finished rows sit beside them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from django_cronqueue.claiming import claim, complete_and_claim
+from django_cronqueue.conf import database_alias
+from django_cronqueue.models import Job
+from django_cronqueue.worker import claim_request
+from tests.testapp import jobs as test_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FINISHED_ROWS = 50_000
+PENDING_ROWS = 200
+CLAIM_INDEX = "cronqueue_job_claim"
+
+
+@pytest.fixture
+def history():
+    """Many succeeded rows and a few pending ones, analysed, as in a long-lived site."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the plan check reads PostgreSQL's EXPLAIN")
+    table = Job._meta.db_table
+    with connection.cursor() as cursor:
+        for status, count in (("succeeded", FINISHED_ROWS), ("pending", PENDING_ROWS)):
+            cursor.execute(
+                f"INSERT INTO {table} (name, payload, status, queue, priority, attempts, "
+                "max_attempts, run_at, worker_id, last_error, traceback, created_at, "
+                "finished_at) "
+                "SELECT %s, '{}'::jsonb, %s, 'default', 0, 1, 4, now() - interval '1 hour', "
+                "'', '', '', now() - interval '1 hour', "
+                "CASE WHEN %s = 'succeeded' THEN now() ELSE NULL END "
+                "FROM generate_series(1, %s)",
+                [test_jobs.record.name, status, status, count],
+            )
+        cursor.execute(f"ANALYZE {table}")
+
+
+def explain(sql: str) -> dict:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        [[plan]] = cursor.fetchall()
+    return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+
+
+def scans_of_job_table(node: dict) -> list[tuple[str, str | None]]:
+    """(node type, index name) of every plan node that reads the jobs table."""
+    found = []
+    if node.get("Relation Name") == Job._meta.db_table and "Scan" in node["Node Type"]:
+        found.append((node["Node Type"], node.get("Index Name")))
+    for child in node.get("Plans", []):
+        found.extend(scans_of_job_table(child))
+    return found
+
+
+def captured_claim_statement(run) -> str:
+    with CaptureQueriesContext(connection) as queries:
+        run()
+    [statement] = [q["sql"] for q in queries.captured_queries if "SKIP LOCKED" in q["sql"]]
+    return statement
+
+
+def request(limit: int):
+    return claim_request(
+        timezone.now(), queues=None, limit=limit, worker_id="w", include_capped=False
+    )
+
+
+def test_the_claim_statement_walks_the_claim_index(history):
+    statement = captured_claim_statement(lambda: claim(request(10), using=database_alias()))
+    scans = scans_of_job_table(explain(statement))
+    # The inner SELECT finds the candidates on the claim index; the outer UPDATE then
+    # fetches them by primary key. Never a sequential scan of the history.
+    assert ("Index Scan", CLAIM_INDEX) in scans or ("Index Only Scan", CLAIM_INDEX) in scans
+    assert all(node_type != "Seq Scan" for node_type, _ in scans), scans
+
+
+def test_complete_and_claim_walks_the_claim_index(history):
+    statement = captured_claim_statement(
+        lambda: complete_and_claim(
+            request(10), [], finished_at=timezone.now(), using=database_alias()
+        )
+    )
+    scans = scans_of_job_table(explain(statement))
+    assert ("Index Scan", CLAIM_INDEX) in scans or ("Index Only Scan", CLAIM_INDEX) in scans
+    assert all(node_type != "Seq Scan" for node_type, _ in scans), scans
