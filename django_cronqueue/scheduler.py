@@ -1,7 +1,10 @@
 """Turning cron occurrences into ``Job`` rows, exactly once.
 
-Every tick syncs the ``CronSchedule`` rows with the registry and materializes the
-occurrences that came due since each schedule's cursor. Exactly-once creation rests
+A process syncs the ``CronSchedule`` rows with its registry on its first tick (and again
+when its definitions change or one of their rows has gone missing); every tick then reads
+only the due rows and materializes the occurrences that came due since each schedule's
+cursor, so a site with a thousand schedules pays for one small query when nothing is
+due. Exactly-once creation rests
 on the database, never on there being a single scheduler:
 
 - the cursor advances by compare-and-set (``UPDATE ... WHERE cursor = <the value read>``)
@@ -102,13 +105,48 @@ def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> C
 # --- materializing ------------------------------------------------------------------
 
 
+# database alias -> the definitions whose rows this process last synced there
+_synced: dict[str, tuple[JobDefinition, ...]] = {}
+
+
+def forget_sync() -> None:
+    """Make the next tick sync every schedule row with the code (a worker's start)."""
+    _synced.clear()
+
+
+def due_schedules(definitions: dict[str, JobDefinition], now: dt.datetime) -> list[CronSchedule]:
+    """The rows of ``definitions`` due by ``now`` (not paused), synced with the code first
+    when this process has not synced these definitions yet or one of their rows is missing
+    (deleted, or marked inactive by a process that lacks the code)."""
+    alias = database_alias()
+    synced = _synced.get(alias)
+    current = tuple(definitions.values())
+    in_sync = (
+        synced is not None
+        and len(synced) == len(current)
+        and all(a is b for a, b in zip(synced, current, strict=True))
+    )
+    if in_sync and current:
+        active = set(_schedules().filter(active=True).values_list("name", flat=True))
+        in_sync = definitions.keys() <= active
+    if not in_sync:
+        rows = sync_schedules(now)
+        _synced[alias] = current
+        return [row for row in rows.values() if _is_due(row, now)]
+    due = _schedules().filter(active=True, paused=False, next_run__lte=now)
+    return [row for row in due if row.name in definitions]
+
+
+def _is_due(row: CronSchedule, now: dt.datetime) -> bool:
+    return not row.paused and row.next_run is not None and row.next_run <= now
+
+
 def materialize(now: dt.datetime) -> int:
     """Create the rows of every occurrence due by ``now``. Returns how many."""
     definitions = cron_definitions()
     created = 0
-    for name, row in sync_schedules(now).items():
-        if row.paused or row.next_run is None or row.next_run > now:
-            continue
+    for row in due_schedules(definitions, now):
+        name = row.name
         try:
             created += materialize_schedule(definitions[name], row, now)
         except (IntegrityError, DatabaseError) as exc:

@@ -31,7 +31,7 @@ from .execution import Recorder, call, run_claimed
 from .models import Worker as WorkerRow
 from .registry import registry
 from .runs import TickResult
-from .scheduler import materialize
+from .scheduler import forget_sync, materialize
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -241,6 +241,7 @@ class Worker:
         if not self._wait_for_database():
             return 0
         self._register()
+        forget_sync()  # a starting worker brings every schedule row in line with its code
         if self.mode == "once":
             self._cutoff = timezone.now()
         self._with_database_retry(lambda: maintain(timezone.now(), scheduler=self.scheduler))

@@ -48,7 +48,7 @@ def complete_and_claim(
 ) -> tuple[list[ClaimedJob], set[int]]:
     """Mark ``succeeded`` (each guarded by its lease token) and claim more, in one
     statement. Returns the claimed jobs and the ids actually marked succeeded."""
-    where, params = due_filter(request, request.names)
+    where, params = due_filter(request, request.names, names_as_array=True)
     padding = ", ".join(["NULL"] * (RETURNED_COLUMNS.count(",")))
     sql = (
         f"WITH done AS (UPDATE {TABLE} SET status = %s, finished_at = %s, locked_until = NULL, "

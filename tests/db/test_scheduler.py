@@ -7,6 +7,8 @@ from io import StringIO
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from django_cronqueue import jobs, scheduler
 from django_cronqueue.models import CronSchedule, Job
@@ -235,6 +237,51 @@ def test_changing_the_expression_in_code_updates_the_row():
         row = CronSchedule.objects.get(name="tests.schedule")
         assert row.expression == "30 * * * *"
         assert row.next_run == utc(2026, 6, 1, 0, 30)
+
+
+def test_a_tick_with_nothing_due_loads_only_the_due_rows():
+    """Once synced, a tick reads the active names and the due rows, not every row."""
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("0 0 1 1 *", tz="UTC"), schedule("0 0 1 1 *", name="tests.other", tz="UTC"):
+        scheduler.materialize(armed)
+        with CaptureQueriesContext(connection) as queries:
+            assert scheduler.materialize(armed + dt.timedelta(minutes=5)) == 0
+    reads = [query["sql"] for query in queries.captured_queries]
+    assert len(reads) == 2
+    full_row_reads = [sql for sql in reads if "expression" in sql]
+    assert len(full_row_reads) == 1 and "next_run" in full_row_reads[0].split("WHERE")[1]
+
+
+def test_a_deleted_schedule_row_is_recreated_by_the_next_tick():
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("* * * * *", tz="UTC"):
+        scheduler.materialize(armed)
+        CronSchedule.objects.filter(name="tests.schedule").delete()
+        scheduler.materialize(armed + dt.timedelta(minutes=1))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        assert row.cursor == armed + dt.timedelta(minutes=1)  # armed again: nothing fired
+        assert occurrences() == []
+        scheduler.materialize(armed + dt.timedelta(minutes=2))
+        assert occurrences() == [utc(2026, 6, 1, 0, 2)]
+
+
+def test_a_row_marked_inactive_elsewhere_is_reactivated_by_a_process_with_the_code():
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("* * * * *", tz="UTC"):
+        scheduler.materialize(armed)
+        CronSchedule.objects.filter(name="tests.schedule").update(active=False)
+        scheduler.materialize(armed + dt.timedelta(minutes=1))
+        assert CronSchedule.objects.get(name="tests.schedule").active is True
+
+
+def test_a_starting_worker_brings_an_edited_row_back_in_line_with_the_code():
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("0 * * * *", tz="UTC"):
+        scheduler.materialize(armed)
+        CronSchedule.objects.filter(name="tests.schedule").update(expression="*/5 * * * *")
+        scheduler.forget_sync()  # what Worker.run() does first
+        scheduler.materialize(armed + dt.timedelta(minutes=1))
+        assert CronSchedule.objects.get(name="tests.schedule").expression == "0 * * * *"
 
 
 @pytest.mark.parametrize(
