@@ -459,6 +459,29 @@ def resolve_run_at(
 ONE_STATEMENT_VENDORS = ("postgresql", "sqlite")
 
 
+# The columns a new row sets; the others (lease, result, start and finish) start NULL.
+INSERT_COLUMNS = (
+    "name, payload, status, queue, priority, attempts, max_attempts, run_at, scheduled_for, "
+    "dedupe_key, active_dedupe_key, worker_id, last_error, traceback, created_at"
+)
+_insert_statements: dict[tuple[str, bool], str] = {}
+
+
+def _insert_statement(vendor: str, wake: bool) -> str:
+    """The INSERT of one new row, built once per vendor: its text never changes, so the
+    driver parses it once."""
+    key = (vendor, wake)
+    if key not in _insert_statements:
+        payload = "%s::jsonb" if vendor == "postgresql" else "%s"
+        returning = "id, pg_notify(%s, '')" if wake and vendor == "postgresql" else "id"
+        _insert_statements[key] = (
+            f"INSERT INTO {Job._meta.db_table} ({INSERT_COLUMNS}) VALUES "
+            f"(%s, {payload}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s) "
+            f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
+        )
+    return _insert_statements[key]
+
+
 def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
     """PostgreSQL and SQLite: one INSERT ... ON CONFLICT DO NOTHING RETURNING id, which
     also wakes idle PostgreSQL workers (pg_notify in RETURNING, delivered on commit).
@@ -467,19 +490,25 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
     savepoint is needed inside the caller's transaction; the holder is returned.
     """
     connection = connections[using]
-    fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
-    values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-    # concrete fields always have a column; django-stubs types Field.column as str | None
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)  # type: ignore[arg-type]
-    returning = "id"
-    params = list(values)
-    if wake and connection.vendor == "postgresql":
-        returning += ", pg_notify(%s, '')"
+    wake = wake and connection.vendor == "postgresql"
+    to_db = connection.ops.adapt_datetimefield_value  # unchanged on PostgreSQL
+    params = [
+        row.name,
+        json.dumps(row.payload, ensure_ascii=False),
+        row.status,
+        row.queue,
+        row.priority,
+        row.attempts,
+        row.max_attempts,
+        to_db(row.run_at),
+        to_db(row.scheduled_for),
+        row.dedupe_key,
+        row.active_dedupe_key,
+        to_db(row.created_at),
+    ]
+    if wake:
         params.append(NOTIFY_CHANNEL)
-    sql = (
-        f"INSERT INTO {Job._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) "
-        f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
-    )
+    sql = _insert_statement(connection.vendor, wake)
     for _ in range(DEDUPE_ATTEMPTS):
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
