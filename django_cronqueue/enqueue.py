@@ -492,7 +492,7 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
     connection = connections[using]
     wake = wake and connection.vendor == "postgresql"
     to_db = connection.ops.adapt_datetimefield_value  # unchanged on PostgreSQL
-    params = [
+    params: list[Any] = [
         row.name,
         json.dumps(row.payload, ensure_ascii=False),
         row.status,
