@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.constants import OnConflict
 from django.utils import timezone
 
-from ..models import Job, JobStatus
+from ..models import Job, JobStatus, NameLock
 
 TABLE = Job._meta.db_table
-LOCK_TABLE = "django_cronqueue_namelock"
+LOCK_TABLE = NameLock._meta.db_table
 RETURNED_COLUMNS = (
     "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for, created_at"
 )
@@ -162,6 +163,16 @@ def saturated_names(cursor: Any, capped: Mapping[str, int]) -> set[str]:
     return {name for name, running in cursor.fetchall() if running >= capped[name]}
 
 
+def lock_names(cursor: Any, names: list[str], lock_suffix: str) -> set[str]:
+    """Lock the lock rows of ``names`` (in name order); returns the names that have one."""
+    cursor.execute(
+        f"SELECT name FROM {LOCK_TABLE} WHERE name IN ({placeholders(names)}) "
+        f"ORDER BY name{lock_suffix}",
+        names,
+    )
+    return {row[0] for row in cursor.fetchall()}
+
+
 def keep_within_caps(
     cursor: Any,
     candidates: list[ClaimedJob],
@@ -178,12 +189,17 @@ def keep_within_caps(
     names = sorted({job.name for job in candidates if job.name in capped})
     if not names:
         return candidates
-    cursor.execute(
-        f"SELECT name FROM {LOCK_TABLE} WHERE name IN ({placeholders(names)}) "
-        f"ORDER BY name{lock_suffix}",
-        names,
-    )
-    cursor.fetchall()
+    if lock_names(cursor, names, lock_suffix) != set(names):
+        # A lock row went missing (deleted by hand): put it back, then lock it. Raw SQL,
+        # since SQLite's claim runs in a BEGIN IMMEDIATE that Django does not know of.
+        ops = cursor.db.ops
+        cursor.execute(
+            f"{ops.insert_statement(on_conflict=OnConflict.IGNORE)} {LOCK_TABLE} (name) "
+            f"VALUES {', '.join(['(%s)'] * len(names))} "
+            f"{ops.on_conflict_suffix_sql([], OnConflict.IGNORE, None, None)}",
+            names,
+        )
+        lock_names(cursor, names, lock_suffix)
     cursor.execute(
         f"SELECT name, COUNT(*) FROM {TABLE} WHERE status = %s AND name IN ({placeholders(names)}) "
         "GROUP BY name",

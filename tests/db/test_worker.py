@@ -8,7 +8,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_cronqueue import jobs, lifecycle
-from django_cronqueue.models import Job
+from django_cronqueue.models import Job, NameLock
 from django_cronqueue.worker import claim_due
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
@@ -149,6 +149,17 @@ def test_concurrency_cap_limits_running_rows_of_a_name():
     third = claim_due(now, queues=None, limit=10, worker_id="w2")
     assert len(third) == 1
     assert Job.objects.filter(status="running").count() == 2
+
+
+def test_a_deleted_name_lock_row_is_recreated_and_the_cap_still_holds():
+    for index in range(4):
+        jobs.enqueue(test_jobs.capped, {"key": f"c{index}"})
+    now = timezone.now()
+    claim_due(now, queues=None, limit=1, worker_id="w0")  # the lock row exists now
+    NameLock.objects.all().delete()
+    assert len(claim_due(now, queues=None, limit=10, worker_id="w1")) == 1
+    assert NameLock.objects.filter(name=test_jobs.capped.name).exists()
+    assert claim_due(now, queues=None, limit=10, worker_id="w2") == []
 
 
 def test_a_capped_name_at_its_cap_does_not_starve_other_jobs():
