@@ -18,6 +18,7 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from .conf import database_alias, get_settings
+from .cursors import fast_cursor
 from .exceptions import InvalidPayload
 from .models import MAX_DEDUPE_KEY_LENGTH, Job, JobStatus
 from .registry import (
@@ -510,7 +511,7 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
         params.append(NOTIFY_CHANNEL)
     sql = _insert_statement(connection.vendor, wake)
     for _ in range(DEDUPE_ATTEMPTS):
-        with connection.cursor() as cursor:
+        with fast_cursor(connection) as cursor:
             cursor.execute(sql, params)
             inserted = cursor.fetchone()
         if inserted is not None:

@@ -1,5 +1,6 @@
 """Enqueueing (SPEC section 3): by name or handle, options, checks, dedupe, transactions."""
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -9,7 +10,7 @@ from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -205,6 +206,31 @@ def test_optional_and_keyword_only_arguments(defined):
     assert jobs.enqueue(defined.kw, {"a": 1}).payload == {"a": 1}
     assert jobs.enqueue(always_fails, {"reason": "x"}).payload == {"reason": "x"}
     assert Job.objects.count() == 3
+
+
+def test_an_enqueue_is_one_statement_seen_by_query_logging_and_execute_wrappers():
+    seen = []
+
+    def spy(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(spy):
+        job = jobs.enqueue(record, {"key": "a"}, dedupe_key="one-statement")
+    assert [query["sql"].split()[0] for query in queries.captured_queries] == ["INSERT"]
+    assert len(seen) == 1 and seen[0].startswith("INSERT")
+    assert Job.objects.get().pk == job.pk
+
+
+def test_a_database_error_during_an_enqueue_is_djangos_not_the_drivers():
+    if connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL enqueue has its own cursor; the others use Django's")
+    with transaction.atomic():
+        with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT 1/0")  # the database aborts the transaction
+        with pytest.raises(DatabaseError, match="aborted"):
+            jobs.enqueue(record, {"key": "k"})
+        transaction.set_rollback(True)
 
 
 # --- enqueue_many -------------------------------------------------------------------
