@@ -473,11 +473,11 @@ def _insert_statement(vendor: str, wake: bool) -> str:
     driver parses it once."""
     key = (vendor, wake)
     if key not in _insert_statements:
-        payload = "%s::jsonb" if vendor == "postgresql" else "%s"
+        payload_placeholder = "%s::jsonb" if vendor == "postgresql" else "%s"
         returning = "id, pg_notify(%s, '')" if wake and vendor == "postgresql" else "id"
         _insert_statements[key] = (
             f"INSERT INTO {Job._meta.db_table} ({INSERT_COLUMNS}) VALUES "
-            f"(%s, {payload}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s) "
+            f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s) "
             f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
         )
     return _insert_statements[key]

@@ -12,6 +12,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
+from ..cursors import fast_cursor
 from ..models import Job, JobStatus, NameLock
 
 TABLE = Job._meta.db_table
@@ -257,7 +258,7 @@ def claim_returning(
         f"SELECT id FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{row_lock}"
         f") RETURNING {RETURNED_COLUMNS}"
     )
-    with connection.cursor() as cursor:
+    with fast_cursor(connection) as cursor:
         cursor.execute(sql, adapt(connection, [*claim_set_params(request), *params, request.limit]))
         rows = cursor.fetchall()
     return [row_to_job(row, request.token, claimed=True) for row in rows]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..cursors import fast_cursor
 from ..models import JobStatus
 from .base import (
     ORDER,
@@ -67,7 +68,7 @@ def complete_and_claim(
         [job.id for job in succeeded],
         [job.token for job in succeeded],
     ]
-    with connection.cursor() as cursor:
+    with fast_cursor(connection) as cursor:
         cursor.execute(
             sql,
             adapt(connection, [*done_params, *claim_set_params(request), *params, request.limit]),

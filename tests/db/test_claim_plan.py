@@ -12,7 +12,6 @@ import json
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_cronqueue.claiming import claim, complete_and_claim
@@ -49,9 +48,10 @@ def history():
         cursor.execute(f"ANALYZE {table}")
 
 
-def explain(sql: str) -> dict:
+def explain(statement: tuple[str, list]) -> dict:
+    sql, params = statement
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
         [[plan]] = cursor.fetchall()
     return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
 
@@ -66,10 +66,17 @@ def scans_of_job_table(node: dict) -> list[tuple[str, str | None]]:
     return found
 
 
-def captured_claim_statement(run) -> str:
-    with CaptureQueriesContext(connection) as queries:
+def captured_claim_statement(run) -> tuple[str, list]:
+    """The SQL and parameters of the one claim statement that ``run`` executes."""
+    statements = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
         run()
-    [statement] = [q["sql"] for q in queries.captured_queries if "SKIP LOCKED" in q["sql"]]
+    [statement] = [(sql, params) for sql, params in statements if "SKIP LOCKED" in sql]
     return statement
 
 

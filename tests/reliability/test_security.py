@@ -144,7 +144,8 @@ SQL_WORDS = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE|WHERE|NOTIFY|LISTEN|FROM
 SAFE_NAMES = {
     "where",  # due_filter(): columns and placeholders
     "row_lock", "lock_suffix", "name_lock",  # " FOR UPDATE [SKIP LOCKED]" or ""
-    "columns", "returning",  # enqueue: quoted model columns, "id[, pg_notify(%s, '')]"
+    "returning",  # enqueue: "id[, pg_notify(%s, '')]"
+    "payload_placeholder",  # enqueue: "%s" or "%s::jsonb"
     "padding",  # claiming/postgresql.py: "NULL, NULL, ..."
     "sql", "alias", "col", "table",  # dashboard: compiled ORM SQL and quoted names
 }  # fmt: skip

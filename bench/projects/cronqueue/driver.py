@@ -17,6 +17,13 @@ def system(vendor: str) -> System:
             Drain("default", "runjobs (concurrency 1)", "default"),
             Drain("c2", "--concurrency 2", "one", ("--concurrency", "2")),
             Drain("c4", "--concurrency 4", "one", ("--concurrency", "4")),
+            Drain(
+                "c4p50",
+                "--concurrency 4, PREFETCH 50",
+                "one",
+                ("--concurrency", "4"),
+                env={"BENCH_CRONQUEUE": '{"PREFETCH": 50}'},
+            ),
             Drain("2proc", "2 x runjobs", "two", processes=2),
         )
     else:
