@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import threading
 
 from django.db import connections
@@ -13,6 +14,7 @@ from .enqueue import NOTIFY_CHANNEL
 logger = logging.getLogger("django_cronqueue")
 
 RECONNECT_DELAY = 2.0
+STOP_CHECK_INTERVAL = 1.0
 
 
 def listen(alias: str, stopping: threading.Event, wake: threading.Event) -> None:
@@ -31,8 +33,12 @@ def listen(alias: str, stopping: threading.Event, wake: threading.Event) -> None
                 return
             raw.execute(f"LISTEN {NOTIFY_CHANNEL}")
             while not stopping.is_set():
-                for _ in raw.notifies(timeout=1.0, stop_after=1):
-                    wake.set()
+                # Sleep in select() rather than in notifies(timeout=...), whose wait wakes
+                # every 0.1 s: an idle worker's listener then costs one wake-up a second.
+                readable, _, _ = select.select([raw.fileno()], [], [], STOP_CHECK_INTERVAL)
+                if readable:
+                    for _ in raw.notifies(timeout=0.0):
+                        wake.set()
         except Exception as exc:
             logger.warning("LISTEN connection lost (%s); reconnecting", exc)
             stopping.wait(RECONNECT_DELAY)
