@@ -232,12 +232,13 @@ def one_round(ctx, systems, ceiling: bool, run: int, runs: int) -> dict:
     import os
     import time
 
-    from benchlib import measure
+    from benchlib import db, measure
 
     results: dict[str, dict] = {}
 
     def attempt(key: str, name: str, action, *args) -> None:
         entry = results.setdefault(key, {"figures": {}, "details": {}, "errors": {}, "load": []})
+        db.checkpoint_postgres()
         busy = measure.wait_for_quiet(ctx.options.quiet_wait) if ctx.options.quiet_wait else None
         entry["load"].append({"what": name, "load1": os.getloadavg()[0], "busy_before": busy})
         began = time.monotonic()
