@@ -3,7 +3,7 @@
 A process syncs the ``CronSchedule`` rows with its registry on its first tick (and again
 when its definitions change or one of their rows has gone missing); every tick then reads
 only the due rows and materializes the occurrences that came due since each schedule's
-cursor, so a site with a thousand schedules pays for one small query when nothing is
+cursor, so a site with a thousand schedules pays for two small queries when nothing is
 due. Exactly-once creation rests
 on the database, never on there being a single scheduler:
 
