@@ -69,7 +69,9 @@ def main() -> int:
     if options.prune_child:
         return prune_child()
 
-    recreate_database()
+    from benchlib import db
+
+    db.recreate("postgres", DATABASE)
     import django
 
     django.setup()
@@ -91,28 +93,12 @@ def main() -> int:
 # --- the database ---------------------------------------------------------------------
 
 
-def admin_connection(dbname: str = "postgres") -> Any:
-    import psycopg
-
-    return psycopg.connect(
-        dbname=dbname,
-        autocommit=True,
-        host=os.environ.get("PGHOST", "127.0.0.1"),
-        port=int(os.environ.get("PGPORT", "5432")),
-        user=os.environ.get("PGUSER", "postgres"),
-        password=os.environ.get("PGPASSWORD", ""),
-    )
-
-
-def recreate_database() -> None:
-    with admin_connection() as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{DATABASE}"')
-
-
 def sql(statement: str, params: tuple = ()) -> list[tuple]:
     """Run one statement on its own autocommit connection (VACUUM needs one)."""
-    with admin_connection(DATABASE) as connection:
+    import psycopg
+    from benchlib.db import PG
+
+    with psycopg.connect(dbname=DATABASE, autocommit=True, **PG) as connection:
         cursor = connection.execute(statement, params)
         return cursor.fetchall() if cursor.description else []
 
@@ -155,11 +141,13 @@ def fill(count: int) -> int:
 
 def drain_rate(count: int) -> float:
     """Jobs/s of one default ``runjobs --burst`` draining ``count`` fresh jobs."""
+    from benchlib.db import checkpoint_postgres
+
     mark = fill(count)
     sql(f"VACUUM ANALYZE {TABLE}")
     # Every drain starts just after a checkpoint, so none pays for one (or for the full
     # page images that follow it) that an earlier bulk insert brought on.
-    sql("CHECKPOINT")
+    checkpoint_postgres()
     subprocess.run(
         [sys.executable, "-m", "django", "runjobs", "--burst"],
         cwd=ROOT,
