@@ -9,7 +9,7 @@ Three measurements, each the median of ``--runs`` runs:
 - **schedules**: the time of one ``jobs.tick()`` when nothing is due, in a process that
   defines 1,000 cron schedules, against the same tick with none. Target: < 50 ms.
 - **pruning**: 1,000,000 succeeded rows past their retention are pruned (by
-  ``lifecycle.prune``, in its own process, in batches of ``PRUNE_BATCH_SIZE``) while this
+  ``maintenance.prune``, in its own process, in batches of ``PRUNE_BATCH_SIZE``) while this
   process keeps claiming and completing jobs 10 at a time; the longest claim while the
   prune runs, against the longest of as many claims without it. Target: no claim waits
   for the prune (the longest claim stays under 100 ms, a tenth of the poll interval).
@@ -195,10 +195,10 @@ def prune_child() -> int:
     django.setup()
     from django.utils import timezone
 
-    from django_cronqueue import lifecycle
+    from django_cronqueue import maintenance
 
     started = time.perf_counter()
-    deleted = lifecycle.prune(timezone.now())
+    deleted = maintenance.prune(timezone.now())
     print(json.dumps({"deleted": deleted, "seconds": time.perf_counter() - started}))
     return 0
 
@@ -211,8 +211,7 @@ def claim_times(until: Any, minimum: int) -> list[float]:
     """Claim 10 jobs and complete them, over and over, timing each claim (ms)."""
     from django.utils import timezone
 
-    from django_cronqueue import lifecycle
-    from django_cronqueue.worker import claim_due
+    from django_cronqueue.claiming import claim_due, complete_successes
 
     times: list[float] = []
     while len(times) < minimum or until():
@@ -222,7 +221,7 @@ def claim_times(until: Any, minimum: int) -> list[float]:
         if not claimed:
             fill(5_000)
             continue
-        lifecycle.complete_successes(claimed, now=timezone.now())
+        complete_successes(claimed, finished_at=timezone.now(), using="default")
     return times
 
 

@@ -12,10 +12,15 @@ class CronQueueConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .backend import autodiscover_task_modules
+        from .ticks import Housekeeping
+        from .verbs import Verbs
 
+        # What the models' verbs (Job.retry(), CronSchedule.run_now(), ...) call, and
+        # what this process's in-process ticks (jobs.tick()) remember between calls.
+        self.verbs = Verbs()
+        self.housekeeping = Housekeeping()
         # Import every installed app's jobs.py, as the admin does with admin.py. An
         # error inside one of them propagates: a broken jobs module stops start-up.
         autodiscover_modules("jobs")
-        from .backend import autodiscover_task_modules
-
         autodiscover_task_modules()  # tasks.py, when TASKS uses CronQueueBackend (Django 6+)

@@ -30,11 +30,9 @@ import builtins
 import contextvars
 import inspect
 import logging
-import math
 import re
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -46,7 +44,8 @@ from django.utils.module_loading import autodiscover_modules, import_string
 from . import signals
 from .conf import database_alias
 from .exceptions import InvalidPayload
-from .registry import MAX_NAME_LENGTH, JobDefinition, registry, validate_common_options
+from .registry import JobDefinition, registry, validate_common_options
+from .validation import MAX_NAME_LENGTH, is_finite_number, is_int
 
 try:
     from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
@@ -91,9 +90,13 @@ def job_name(task: Any) -> str:
 
 # --- the registry of tasks ----------------------------------------------------------
 
-# name -> the Task registered under it (its func is the function the worker calls).
-_tasks: dict[str, Any] = {}
-_tasks_lock = threading.Lock()
+
+@dataclass(eq=False)
+class TaskDefinition(JobDefinition):
+    """The job definition of a Django task: its handler runs ``task.func``."""
+
+    task: Any = None
+
 
 # The TaskResult of the task run starting in this thread (set by the job_started
 # receiver below, read by the runner for takes_context tasks).
@@ -104,41 +107,39 @@ _current_result: contextvars.ContextVar[Any] = contextvars.ContextVar(
 
 def registered_task(name: str) -> Any:
     """The Task registered under a job name in this process, or None."""
-    return _tasks.get(name)
+    definition = registry.get(name)
+    return definition.task if isinstance(definition, TaskDefinition) else None
 
 
 def _register(task: Any, retries: int | None, timeout: float | None) -> JobDefinition:
     """Register ``task`` in the job registry (once; the first registration's options win)."""
     name = job_name(task)
-    with _tasks_lock:
-        known = _tasks.get(name)
-        existing = registry.get(name)
-        if known is not None and known.func is task.func and existing is not None:
-            return existing
-        try:
-            validate_common_options(
-                name,
+    existing = registry.get(name)
+    if isinstance(existing, TaskDefinition) and existing.task.func is task.func:
+        return existing
+    try:
+        validate_common_options(
+            name,
+            retries=retries,
+            backoff=lambda attempt: 0,
+            timeout=timeout,
+            queue=task.queue_name,
+            priority=task.priority,
+            on_failed=None,
+        )
+        return registry.register(
+            TaskDefinition(
+                name=name,
+                func=_runner(task.func, task.takes_context, name),
                 retries=retries,
-                backoff=lambda attempt: 0,
                 timeout=timeout,
                 queue=task.queue_name,
                 priority=task.priority,
-                on_failed=None,
+                task=task,
             )
-            definition = registry.register(
-                JobDefinition(
-                    name=name,
-                    func=_runner(task.func, task.takes_context, name),
-                    retries=retries,
-                    timeout=timeout,
-                    queue=task.queue_name,
-                    priority=task.priority,
-                )
-            )
-        except ImproperlyConfigured as exc:
-            raise InvalidTask(str(exc)) from None
-        _tasks[name] = task
-        return definition
+        )
+    except ImproperlyConfigured as exc:
+        raise InvalidTask(str(exc)) from None
 
 
 def _runner(func: Callable[..., Any], takes_context: bool, name: str) -> Callable[..., Any]:
@@ -196,24 +197,18 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
             )
         self.retries = options.get("RETRIES")
         self.timeout = options.get("TIMEOUT")
-        if self.retries is not None and (
-            not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0
-        ):
+        if self.retries is not None and (not is_int(self.retries) or self.retries < 0):
             raise InvalidTaskBackend(
                 f"TASKS[{alias!r}]['OPTIONS']['RETRIES'] must be an integer >= 0 (retries "
                 f"after the first attempt), got {self.retries!r}."
             )
-        if self.timeout is not None and (
-            not isinstance(self.timeout, (int, float))
-            or isinstance(self.timeout, bool)
-            or not math.isfinite(self.timeout)
-            or self.timeout <= 0
-        ):
+        if self.timeout is not None and (not is_finite_number(self.timeout) or self.timeout <= 0):
             raise InvalidTaskBackend(
                 f"TASKS[{alias!r}]['OPTIONS']['TIMEOUT'] must be a number of seconds > 0, "
                 f"got {self.timeout!r}."
             )
         self.autodiscover = _autodiscover_option(alias, options)
+        connect_task_signals()
 
     # validation and registration ----------------------------------------------------
 
@@ -452,7 +447,9 @@ def _on_job_finished(sender: Any, job: Any, **kwargs: Any) -> None:
         logger.exception("Task %s #%s: could not send task_finished", sender, job.id)
 
 
-if HAS_DJANGO_TASKS:
+def connect_task_signals() -> None:
+    """Send Django's task signals for task rows. Connected once a CronQueueBackend is
+    configured (at start-up) or created, so other sites pay nothing for them."""
     signals.job_started.connect(_on_job_started, dispatch_uid="cronqueue_tasks_started")
     signals.job_succeeded.connect(_on_job_finished, dispatch_uid="cronqueue_tasks_succeeded")
     signals.job_failed.connect(_on_job_finished, dispatch_uid="cronqueue_tasks_failed")
@@ -484,7 +481,10 @@ def autodiscover_task_modules() -> None:
     """Import every installed app's ``tasks.py`` (or the OPTIONS["AUTODISCOVER"] names)
     when a CronQueueBackend is configured, so that a worker knows every task."""
     names: list[str] = []
-    for alias, params in configured_aliases():
+    aliases = configured_aliases()
+    if aliases:
+        connect_task_signals()
+    for alias, params in aliases:
         options = params.get("OPTIONS") or {}
         for name in _autodiscover_option(alias, options):
             if name not in names:

@@ -6,7 +6,6 @@ Every id is stable and documented in docs/settings.md.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -15,19 +14,15 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 
 from .conf import KNOWN_KEYS, user_settings
+from .validation import MAX_QUEUE_LENGTH, is_finite_number, is_int, is_queue_name
 
 CHECK_ID = "django_cronqueue.{}"
 
 
-def _is_number(value: Any) -> bool:
-    """A finite int or float: inf would overflow the timedeltas built from it (None means
-    "forever" where that is allowed)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
+# Numbers must be finite: inf would overflow the timedeltas built from them (None means
+# "forever" where that is allowed).
+_is_number = is_finite_number
+_is_int = is_int
 
 # key -> (check id, test, what the value must be)
 RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
@@ -49,8 +44,8 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "CATCH_UP_WINDOW": ("E009", lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
     "DEFAULT_QUEUE": (
         "E011",
-        lambda v: isinstance(v, str) and len(v.strip()) > 0 and len(v) <= 100,
-        "a non-empty string of at most 100 characters",
+        is_queue_name,
+        f"a non-empty string of at most {MAX_QUEUE_LENGTH} characters",
     ),
     "SHUTDOWN_TIMEOUT": ("E012", lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"),
     "PREFETCH": ("E013", lambda v: _is_int(v) and 1 <= v <= 100, "an integer from 1 to 100"),
@@ -132,7 +127,7 @@ def _check_lease(raw: dict[str, Any]) -> list[CheckMessage]:
     """The heartbeat renews leases every LEASE/3 seconds; a very short lease leaves no
     room for a slow database or a long pause, and a live job would be run twice."""
     lease = raw.get("LEASE", 30)
-    if _is_number(lease) and math.isfinite(lease) and 1 <= lease < MIN_SAFE_LEASE:
+    if _is_number(lease) and 1 <= lease < MIN_SAFE_LEASE:
         return [
             Warning(
                 f"CRONQUEUE['LEASE'] is {lease}s: heartbeats come every {lease / 3:.2g}s, so a "

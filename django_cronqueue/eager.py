@@ -20,8 +20,9 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
-from . import lifecycle
+from .claiming import claim_one
 from .conf import database_alias
+from .execution import run_claimed
 from .models import Job, JobStatus
 
 
@@ -32,11 +33,9 @@ def worker_id() -> str:
 def run_eagerly(job: Job) -> Job:
     """Run the handler of a just-enqueued pending row until it succeeds or fails for
     good. Returns the row, refreshed."""
-    from .execution import run_claimed
-
     using = database_alias()
     for _ in range(max(job.max_attempts, 1)):
-        claimed = lifecycle.claim_one(job.pk, worker_id=worker_id())
+        claimed = claim_one(job.pk, worker_id=worker_id())
         if claimed is None:  # not pending any more (e.g. the handler cancelled it)
             break
         run_claimed(claimed, timezone.now)

@@ -8,29 +8,27 @@ in the same transaction, so workers hear of a job only once it is committed.
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import json
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from .arguments import (
+    check_dedupe_key,
+    check_payload,
+    check_priority,
+    check_queue,
+    resolve_run_at,
+)
 from .conf import database_alias, get_settings
 from .cursors import fast_cursor
-from .exceptions import InvalidPayload
-from .models import MAX_DEDUPE_KEY_LENGTH, Job, JobStatus
-from .registry import (
-    MAX_PRIORITY,
-    MAX_QUEUE_LENGTH,
-    MIN_PRIORITY,
-    JobDefinition,
-    is_priority,
-    registry,
-)
+from .eager import run_eagerly, run_many_eagerly
+from .models import Job, JobStatus
+from .notify import NOTIFY_CHANNEL, due_soon, wake_workers
+from .registry import JobDefinition, registry
 
-NOTIFY_CHANNEL = "django_cronqueue"
 DEDUPE_ATTEMPTS = 5
 BULK_BATCH_SIZE = 1000
 
@@ -63,14 +61,12 @@ def enqueue(
     )
     using = database_alias()
     if connections[using].vendor in ONE_STATEMENT_VENDORS:
-        saved = _insert_one_statement(row, using, wake=_due_soon(row.run_at, now))
+        saved = _insert_one_statement(row, using, wake=due_soon(row.run_at, now))
     elif dedupe_key is None:
         saved = _insert(row, using)
     else:
         saved = _insert_deduplicated(row, using)
     if saved is row and get_settings().EAGER:  # tests: run it now (django_cronqueue.eager)
-        from .eager import run_eagerly
-
         return run_eagerly(saved)
     return saved
 
@@ -116,10 +112,8 @@ def enqueue_many(
                 for payload in checked
             ]
             created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
-        notify_workers(using, [when], now)
+        wake_workers(using, [when], now)
     if get_settings().EAGER:  # tests: run them now (django_cronqueue.eager)
-        from .eager import run_many_eagerly
-
         return run_many_eagerly(created, now)
     return created
 
@@ -203,34 +197,6 @@ def _pending_row(
     return [values.get(field) for field in fields]
 
 
-class EnqueueOptions:
-    """``handle.using(run_at=..., dedupe_key=...)``: options for the next enqueue."""
-
-    ALLOWED = frozenset({"run_at", "delay", "dedupe_key", "priority", "queue"})
-
-    def __init__(self, definition: JobDefinition, options: dict[str, Any]) -> None:
-        unknown = sorted(set(options) - self.ALLOWED)
-        if unknown:
-            raise TypeError(
-                f"Job {definition.name!r}: using() got unknown option(s) {', '.join(unknown)}; "
-                f"allowed: {', '.join(sorted(self.ALLOWED))}."
-            )
-        self.definition = definition
-        self.options = options
-
-    def enqueue(self, **payload: Any) -> Job:
-        return enqueue(self.definition, payload, **self.options)
-
-    def enqueue_many(self, payloads: Iterable[Mapping[str, Any]]) -> list[Job]:
-        options = {k: v for k, v in self.options.items() if k != "dedupe_key"}
-        if "dedupe_key" in self.options:
-            raise TypeError("enqueue_many() does not take a dedupe_key: each job needs its own.")
-        return enqueue_many(self.definition, payloads, **options)
-
-
-# --- checks -------------------------------------------------------------------------
-
-
 def build_job(
     definition: JobDefinition,
     payload: Mapping[str, Any] | None,
@@ -258,202 +224,6 @@ def build_job(
     )
 
 
-def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The payload as a plain dict; raises InvalidPayload naming the job and the key."""
-    name = definition.name
-    if payload is None:
-        payload = {}
-    if not isinstance(payload, Mapping):
-        raise InvalidPayload(
-            f"Job {name!r}: the payload must be a dict of keyword arguments, "
-            f"got {type(payload).__name__}."
-        )
-    for key, value in payload.items():
-        if not isinstance(key, str):
-            raise InvalidPayload(
-                f"Job {name!r}: payload key {key!r} is a {type(key).__name__}; keys must be "
-                "strings (they are the handler's keyword arguments)."
-            )
-        problem = _text_problem(key, f"payload key {key!r}") or json_problem(value, key)
-        if problem:
-            raise InvalidPayload(f"Job {name!r}: {problem}")
-    _check_binds(definition, payload)
-    payload = dict(payload)
-    size = len(json.dumps(payload, ensure_ascii=False).encode())
-    limit = get_settings().MAX_PAYLOAD_BYTES
-    if size > limit:
-        raise InvalidPayload(
-            f"Job {name!r}: the payload is {size} bytes of JSON, over the limit of {limit} "
-            "(CRONQUEUE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass its id."
-        )
-    return payload
-
-
-def json_problem(value: Any, path: str) -> str | None:
-    """Why ``value`` cannot round-trip through JSON, naming its path, or None."""
-    if value is None or isinstance(value, (bool, int)):
-        return None
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return None
-        return f"payload key {path!r} holds {value!r}, which JSON cannot represent."
-    if isinstance(value, str):
-        return _text_problem(value, f"payload key {path!r} holds a string that")
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]")
-            if problem:
-                return problem
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"payload key {path!r} holds a dict with a non-string key {key!r}."
-            problem = _text_problem(key, f"payload key {path!r} holds a key that") or json_problem(
-                item, f"{path}.{key}"
-            )
-            if problem:
-                return problem
-        return None
-    return (
-        f"payload key {path!r} holds a {type(value).__name__} ({_short_repr(value)}), which is "
-        "not JSON. Pass plain JSON values: an id instead of a model instance, an ISO 8601 "
-        "string instead of a datetime, a list instead of a set."
-    )
-
-
-def _text_problem(text: str, what: str) -> str | None:
-    """Why a string (a value or a key) cannot be stored in the database, or None."""
-    if "\x00" in text:
-        return (
-            f"{what} contains a NUL character (\\x00), which databases reject in text; "
-            "remove it or encode the data (e.g. base64)."
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return f"{what} contains a lone surrogate, which is not valid UTF-8."
-    return None
-
-
-def _short_repr(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_binds(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
-    name = definition.name
-    if definition.cron is not None:
-        if payload:
-            raise InvalidPayload(
-                f"Job {name!r} is a cron schedule; its handler takes only the CronRun, so the "
-                f"payload must be empty (got key {next(iter(payload))!r})."
-            )
-        return
-    parameters = definition.signature.parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    for key in payload:
-        parameter = parameters.get(key)
-        if parameter is None and not takes_any:
-            raise InvalidPayload(
-                f"Job {name!r}: payload key {key!r} is not an argument of "
-                f"{definition.qualified_function}{definition.signature}."
-            )
-        if parameter is not None and parameter.kind in (
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.VAR_POSITIONAL,
-        ):
-            raise InvalidPayload(
-                f"Job {name!r}: payload key {key!r} names a positional-only argument; "
-                "make it a normal or keyword-only argument."
-            )
-    for parameter in parameters.values():
-        required = parameter.default is inspect.Parameter.empty and parameter.kind in (
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            inspect.Parameter.KEYWORD_ONLY,
-            inspect.Parameter.POSITIONAL_ONLY,
-        )
-        if required and parameter.name not in payload:
-            raise InvalidPayload(
-                f"Job {name!r}: payload key {parameter.name!r} is missing; "
-                f"{definition.qualified_function}{definition.signature} requires it."
-            )
-
-
-def check_queue(definition: JobDefinition, queue: str | None) -> str:
-    if queue is None:
-        return definition.effective_queue
-    if not isinstance(queue, str) or not queue.strip() or len(queue) > MAX_QUEUE_LENGTH:
-        raise ValueError(
-            f"Job {definition.name!r}: queue= must be a non-empty string of at most "
-            f"{MAX_QUEUE_LENGTH} characters, got {queue!r}."
-        )
-    problem = _text_problem(queue, "queue=")
-    if problem:
-        raise ValueError(f"Job {definition.name!r}: {problem}")
-    return queue
-
-
-def check_priority(definition: JobDefinition, priority: int | None) -> int:
-    if priority is None:
-        return definition.priority
-    if not is_priority(priority):
-        raise ValueError(
-            f"Job {definition.name!r}: priority= must be an integer from {MIN_PRIORITY} to "
-            f"{MAX_PRIORITY}, got {priority!r}."
-        )
-    return priority
-
-
-def check_dedupe_key(definition: JobDefinition, key: str | None) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key:
-        raise ValueError(
-            f"Job {definition.name!r}: dedupe_key= must be a non-empty string, got {key!r}."
-        )
-    if len(key) > MAX_DEDUPE_KEY_LENGTH:
-        raise ValueError(
-            f"Job {definition.name!r}: dedupe_key= is {len(key)} characters long; the limit is "
-            f"{MAX_DEDUPE_KEY_LENGTH}. Hash long keys (e.g. hashlib.sha256(key).hexdigest())."
-        )
-    problem = _text_problem(key, "dedupe_key=")
-    if problem:
-        raise ValueError(f"Job {definition.name!r}: {problem}")
-    return key
-
-
-def resolve_run_at(
-    definition: JobDefinition,
-    now: dt.datetime,
-    run_at: dt.datetime | None,
-    delay: dt.timedelta | float | None,
-) -> dt.datetime:
-    if run_at is not None and delay is not None:
-        raise ValueError(f"Job {definition.name!r}: pass run_at= or delay=, not both.")
-    if run_at is not None:
-        if not isinstance(run_at, dt.datetime):
-            raise ValueError(
-                f"Job {definition.name!r}: run_at= must be a datetime, got {run_at!r}."
-            )
-        if timezone.is_naive(run_at):
-            raise ValueError(
-                f"Job {definition.name!r}: run_at= is a naive datetime; pass an aware one "
-                "(e.g. django.utils.timezone.now() + timedelta(...))."
-            )
-        return run_at
-    if delay is None:
-        return now
-    if isinstance(delay, dt.timedelta):
-        return now + delay
-    if isinstance(delay, (int, float)) and not isinstance(delay, bool) and math.isfinite(delay):
-        return now + dt.timedelta(seconds=delay)
-    raise ValueError(
-        f"Job {definition.name!r}: delay= must be a timedelta or a finite number of seconds, "
-        f"got {delay!r}."
-    )
-
-
 # --- writing ------------------------------------------------------------------------
 
 
@@ -465,22 +235,24 @@ INSERT_COLUMNS = (
     "name, payload, status, queue, priority, attempts, max_attempts, run_at, scheduled_for, "
     "dedupe_key, active_dedupe_key, worker_id, last_error, traceback, created_at"
 )
-_insert_statements: dict[tuple[str, bool], str] = {}
 
 
 def _insert_statement(vendor: str, wake: bool) -> str:
-    """The INSERT of one new row, built once per vendor: its text never changes, so the
-    driver parses it once."""
-    key = (vendor, wake)
-    if key not in _insert_statements:
-        payload_placeholder = "%s::jsonb" if vendor == "postgresql" else "%s"
-        returning = "id, pg_notify(%s, '')" if wake and vendor == "postgresql" else "id"
-        _insert_statements[key] = (
-            f"INSERT INTO {Job._meta.db_table} ({INSERT_COLUMNS}) VALUES "
-            f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s) "
-            f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
-        )
-    return _insert_statements[key]
+    """The INSERT of one new row: its text never changes, so the driver parses it once."""
+    payload_placeholder = "%s::jsonb" if vendor == "postgresql" else "%s"
+    returning = "id, pg_notify(%s, '')" if wake else "id"
+    return (
+        f"INSERT INTO {Job._meta.db_table} ({INSERT_COLUMNS}) VALUES "
+        f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s) "
+        f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
+    )
+
+
+INSERT_STATEMENTS = {
+    ("postgresql", False): _insert_statement("postgresql", wake=False),
+    ("postgresql", True): _insert_statement("postgresql", wake=True),
+    ("sqlite", False): _insert_statement("sqlite", wake=False),
+}
 
 
 def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
@@ -509,7 +281,7 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
     ]
     if wake:
         params.append(NOTIFY_CHANNEL)
-    sql = _insert_statement(connection.vendor, wake)
+    sql = INSERT_STATEMENTS[connection.vendor, wake]
     for _ in range(DEDUPE_ATTEMPTS):
         with fast_cursor(connection) as cursor:
             cursor.execute(sql, params)
@@ -526,10 +298,6 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
         f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
         "changing hands; try again."
     )
-
-
-def _due_soon(run_at: dt.datetime, now: dt.datetime) -> bool:
-    return run_at <= now + dt.timedelta(seconds=get_settings().POLL_INTERVAL)
 
 
 def _insert(row: Job, using: str) -> Job:
@@ -564,15 +332,3 @@ def _active_holder(row: Job, using: str) -> Job | None:
     if connections[using].vendor == "mysql" and connections[using].in_atomic_block:
         holders = holders.select_for_update()  # a locking read sees the latest commit
     return holders.first()
-
-
-def notify_workers(using: str, run_ats: list[dt.datetime], now: dt.datetime) -> None:
-    """Wake idle PostgreSQL workers (delivered when the enqueuing transaction commits)."""
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return
-    horizon = now + dt.timedelta(seconds=get_settings().POLL_INTERVAL)
-    if not any(run_at <= horizon for run_at in run_ats):
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")

@@ -19,20 +19,14 @@ from typing import Any
 from asgiref.sync import async_to_sync
 
 from . import lifecycle, signals
-from .claiming import ClaimedJob
-from .conf import get_settings
+from .claiming import ClaimedJob, complete_successes
+from .conf import database_alias, get_settings
+from .lifecycle import Outcome
 from .registry import JobDefinition, registry
 
 logger = logging.getLogger("django_cronqueue")
 
 Clock = Callable[[], dt.datetime]
-
-
-class Outcome:
-    SUCCEEDED = "succeeded"
-    RETRYING = "retrying"
-    FAILED = "failed"
-    DISCARDED = "discarded"
 
 
 @dataclass
@@ -73,12 +67,12 @@ def call(job: ClaimedJob, clock: Clock) -> Call:
     return Call(job, definition, time.monotonic() - started, result=result)
 
 
-def record(outcome: Call, now: dt.datetime) -> str:
+def record(outcome: Call, now: dt.datetime) -> Outcome:
     """Write one call's outcome to its row (token-guarded). Returns the outcome."""
     job = outcome.job
     if outcome.definition is None:  # unregistered since the claim: give the row back
         lifecycle.release_unstarted([job])
-        return Outcome.DISCARDED
+        return Outcome.RELEASED
     if outcome.error is not None:
         result = lifecycle.complete_failure(
             job, outcome.error, now=now, definition=outcome.definition
@@ -101,7 +95,7 @@ def record(outcome: Call, now: dt.datetime) -> str:
     return Outcome.SUCCEEDED
 
 
-def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, str]:
+def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, Outcome]:
     """Call the handler and record the outcome. Returns (handler succeeded, outcome)."""
     outcome = call(job, clock)
     return outcome.succeeded, record(outcome, clock())
@@ -155,8 +149,8 @@ class Recorder:
             return
         batch, self.pending = self.pending, []
         try:
-            written = lifecycle.complete_successes(
-                [outcome.job for outcome in batch], now=self.clock()
+            written = complete_successes(
+                [outcome.job for outcome in batch], finished_at=self.clock(), using=database_alias()
             )
         except BaseException:
             self.pending = batch + self.pending  # kept for the next try (token-guarded)
@@ -182,7 +176,10 @@ class Recorder:
 
 def call_handler(definition: JobDefinition, job: ClaimedJob, clock: Clock) -> Any:
     if definition.cron is not None:
-        args: tuple[Any, ...] = (definition.cron.run_for(job, clock()),)
+        run = definition.cron.run_for(
+            job_id=job.id, scheduled_for=job.scheduled_for, created_at=job.created_at
+        )
+        args: tuple[Any, ...] = (run,)
         kwargs: dict[str, Any] = {}
     else:
         args, kwargs = (), job.payload

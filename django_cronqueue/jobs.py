@@ -11,11 +11,14 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
+
 from .backoff import exponential
+from .cronspec import CronRun
+from .decorators import JobHandle, cron, job
 from .exceptions import InvalidPayload, LeaseLost, UnknownJob
-from .registry import JobDefinition, job
-from .runs import CronRun, TickResult
-from .schedules import cron_schedule as cron
+from .registry import JobDefinition
+from .results import TickResult
 
 if TYPE_CHECKING:
     from .models import Job
@@ -24,6 +27,7 @@ __all__ = [
     "CronRun",
     "InvalidPayload",
     "JobDefinition",
+    "JobHandle",
     "LeaseLost",
     "TickResult",
     "UnknownJob",
@@ -77,6 +81,7 @@ def enqueue_many(
 
 def tick(now: dt.datetime | None = None, queues: Sequence[str] | None = None) -> TickResult:
     """Run one tick in this process (handlers inline); returns TickResult."""
-    from .worker import tick as _tick
+    from .ticks import tick as _tick
 
-    return _tick(now=now, queues=queues)
+    housekeeping = apps.get_app_config("django_cronqueue").housekeeping  # type: ignore[attr-defined]
+    return _tick(now=now, queues=queues, housekeeping=housekeeping)

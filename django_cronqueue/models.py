@@ -1,15 +1,32 @@
-"""The tables: jobs, worker heartbeats and per-name concurrency locks."""
+"""The tables: jobs, cron schedules, worker heartbeats and per-name concurrency locks.
+
+The models sit below the code that changes their rows, so their verbs (``Job.retry()``,
+``CronSchedule.run_now()``, ...) are declared here and carried out by ``ModelVerbs``,
+which ``django_cronqueue.verbs`` implements (status changes in ``lifecycle``, schedules
+in ``scheduler``) and ``AppConfig.ready()`` attaches to the app config.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import Protocol, cast
 
+from django.apps import apps
 from django.db import models
 from django.utils import timezone
 
-from .registry import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
+from .validation import MAX_DEDUPE_KEY_LENGTH, MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 
-MAX_DEDUPE_KEY_LENGTH = 200
+__all__ = [
+    "FINISHED_STATUSES",
+    "MAX_DEDUPE_KEY_LENGTH",
+    "CronSchedule",
+    "Job",
+    "JobStatus",
+    "ModelVerbs",
+    "NameLock",
+    "Worker",
+]
 
 
 class JobStatus(models.TextChoices):
@@ -26,8 +43,8 @@ FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 class Job(models.Model):
     """One run of a job: created by enqueue or by a cron occurrence.
 
-    State changes go through the methods below and the functions of
-    ``django_cronqueue.lifecycle``; nothing else writes ``status``.
+    State changes go through the methods below (carried out by ``lifecycle``) and the
+    worker's claim and completion functions; nothing else writes ``status``.
     """
 
     Status = JobStatus
@@ -90,23 +107,17 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.name} #{self.pk} ({self.status})"
 
-    def retry(self, *, now: Any = None) -> bool:
+    def retry(self, *, now: dt.datetime | None = None) -> bool:
         """Failed or cancelled -> pending, due now, attempts reset. False if not applicable."""
-        from . import lifecycle
+        return verbs().retry_job(self, now=now)
 
-        return lifecycle.retry(self, now=now)
-
-    def cancel(self, *, reason: str = "", now: Any = None) -> bool:
+    def cancel(self, *, reason: str = "", now: dt.datetime | None = None) -> bool:
         """Pending -> cancelled. False if the job is not pending any more."""
-        from . import lifecycle
+        return verbs().cancel_job(self, reason=reason, now=now)
 
-        return lifecycle.cancel(self, reason=reason, now=now)
-
-    def run_now(self, *, now: Any = None) -> bool:
+    def run_now(self, *, now: dt.datetime | None = None) -> bool:
         """Pending -> due now. False if the job is not pending any more."""
-        from . import lifecycle
-
-        return lifecycle.run_now(self, now=now)
+        return verbs().run_job_now(self, now=now)
 
 
 class Worker(models.Model):
@@ -176,22 +187,34 @@ class CronSchedule(models.Model):
 
     def run_now(self) -> Job:
         """Enqueue one manual run at once; the schedule itself is not disturbed."""
-        from . import scheduler
+        return verbs().run_schedule_now(self)
 
-        return scheduler.run_now(self)
-
-    def backfill(self, start: Any, end: Any) -> int:
+    def backfill(self, start: dt.datetime, end: dt.datetime) -> int:
         """Create the occurrences in ``[start, end)`` that have no row yet (at most 1,000)."""
-        from . import scheduler
-
-        return scheduler.backfill(self, start, end)
+        return verbs().backfill_schedule(self, start, end)
 
     def pause(self) -> bool:
-        from . import scheduler
-
-        return scheduler.set_paused(self, True)
+        """Stop materializing occurrences. False if it was already paused."""
+        return verbs().set_schedule_paused(self, True)
 
     def resume(self) -> bool:
-        from . import scheduler
+        """Materialize again, by the catch-up policy. False if it was not paused."""
+        return verbs().set_schedule_paused(self, False)
 
-        return scheduler.set_paused(self, False)
+
+class ModelVerbs(Protocol):
+    """What the models' verbs do, implemented by ``django_cronqueue.verbs.Verbs``."""
+
+    def retry_job(self, job: Job, *, now: dt.datetime | None) -> bool: ...
+    def cancel_job(self, job: Job, *, reason: str, now: dt.datetime | None) -> bool: ...
+    def run_job_now(self, job: Job, *, now: dt.datetime | None) -> bool: ...
+    def run_schedule_now(self, schedule: CronSchedule) -> Job: ...
+    def backfill_schedule(
+        self, schedule: CronSchedule, start: dt.datetime, end: dt.datetime
+    ) -> int: ...
+    def set_schedule_paused(self, schedule: CronSchedule, paused: bool) -> bool: ...
+
+
+def verbs() -> ModelVerbs:
+    """The implementation that ``AppConfig.ready()`` attached to this app's config."""
+    return cast(ModelVerbs, apps.get_app_config("django_cronqueue").verbs)  # type: ignore[attr-defined]

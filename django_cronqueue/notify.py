@@ -1,20 +1,41 @@
-"""PostgreSQL LISTEN/NOTIFY wake-ups for idle workers."""
+"""PostgreSQL LISTEN/NOTIFY wake-ups for idle workers: the channel, the wake-up sent
+when jobs come due, and the listener a worker runs. A no-op on other vendors."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import select
 import threading
+from collections.abc import Iterable
 
 from django.db import connections
 
-from .enqueue import NOTIFY_CHANNEL
+from .conf import get_settings
 
 logger = logging.getLogger("django_cronqueue")
 
 RECONNECT_DELAY = 2.0
 STOP_CHECK_INTERVAL = 1.0
+NOTIFY_CHANNEL = "django_cronqueue"
+
+
+def due_soon(run_at: dt.datetime, now: dt.datetime) -> bool:
+    """Due before an idle worker's next poll: worth a wake-up."""
+    return run_at <= now + dt.timedelta(seconds=get_settings().POLL_INTERVAL)
+
+
+def wake_workers(using: str, run_ats: Iterable[dt.datetime], now: dt.datetime) -> None:
+    """Wake idle PostgreSQL workers when one of ``run_ats`` is due soon (delivered when
+    the current transaction commits)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return
+    if not any(due_soon(run_at, now) for run_at in run_ats):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
 
 
 def listen(alias: str, stopping: threading.Event, wake: threading.Event) -> None:

@@ -1,4 +1,5 @@
-"""The registry of job definitions: ``@jobs.job`` and the name -> code mapping.
+"""The registry of job definitions: the name -> code mapping, and the options every
+definition is checked against.
 
 Names are the only link between a row and code. Nothing is ever imported or
 evaluated from a row: a worker looks the row's name up in this registry and
@@ -9,29 +10,30 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 
 from .backoff import DEFAULT_BACKOFF, BackoffFunction
 from .conf import get_settings
+from .cronspec import CronSpec
 from .exceptions import UnknownJob
+from .validation import (
+    MAX_NAME_LENGTH,
+    MAX_PRIORITY,
+    MAX_QUEUE_LENGTH,
+    MIN_PRIORITY,
+    is_finite_number,
+    is_int,
+    is_priority,
+)
 
-if TYPE_CHECKING:
-    from .enqueue import EnqueueOptions
-    from .models import Job
-
-MAX_NAME_LENGTH = 200
-MAX_QUEUE_LENGTH = 100
-# Job.priority is an IntegerField: a 32-bit signed integer on every vendor.
-MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
-
-OnFailed = Callable[["Job", BaseException], Any]
+# on_failed(job, exc): the Job row (a django_cronqueue.models.Job) and the exception.
+OnFailed = Callable[[Any, BaseException], Any]
 
 
 @dataclass(eq=False)
@@ -47,7 +49,7 @@ class JobDefinition:
     queue: str | None = None
     priority: int = 0
     on_failed: OnFailed | None = None
-    cron: Any = None  # a CronSpec for @jobs.cron schedules
+    cron: CronSpec | None = None  # set for @jobs.cron schedules
     signature: inspect.Signature = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
@@ -78,18 +80,6 @@ class JobDefinition:
     @property
     def qualified_function(self) -> str:
         return f"{self.func.__module__}.{self.func.__qualname__}"
-
-    def enqueue(self, **payload: Any) -> Job:
-        """Enqueue one run with these keyword arguments."""
-        from .enqueue import enqueue
-
-        return enqueue(self, payload)
-
-    def using(self, **options: Any) -> EnqueueOptions:
-        """Options (run_at, delay, dedupe_key, priority, queue) for the next ``.enqueue()``."""
-        from .enqueue import EnqueueOptions
-
-        return EnqueueOptions(self, options)
 
 
 class Registry:
@@ -126,6 +116,10 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._definitions
+
+    def cron_definitions(self) -> dict[str, JobDefinition]:
+        """The ``@jobs.cron`` schedules, by name."""
+        return {name: d for name, d in self._definitions.items() if d.cron is not None}
 
     def resolve(self, job: str | JobDefinition) -> JobDefinition:
         """The definition for a name or a handle; raises UnknownJob."""
@@ -191,11 +185,11 @@ def validate_common_options(
         fail("name", f"is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
     if "\x00" in name:
         fail("name", "contains a NUL character")
-    if retries is not None and (not _is_int(retries) or retries < 0):
+    if retries is not None and (not is_int(retries) or retries < 0):
         fail("retries", f"must be an integer >= 0 (0 means a single attempt), got {retries!r}")
     if not callable(backoff):
         fail("backoff", f"must be a callable attempt -> seconds, got {backoff!r}")
-    if timeout is not None and (not _is_finite(timeout) or timeout <= 0):
+    if timeout is not None and (not is_finite_number(timeout) or timeout <= 0):
         fail("timeout", f"must be a finite number of seconds > 0, got {timeout!r}")
     if queue is not None and (not isinstance(queue, str) or not queue.strip()):
         fail("queue", f"must be a non-empty string, got {queue!r}")
@@ -211,18 +205,6 @@ def validate_common_options(
         fail("on_failed", f"must be a callable (job, exc) -> None, got {on_failed!r}")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def is_priority(value: Any) -> bool:
-    return _is_int(value) and MIN_PRIORITY <= value <= MAX_PRIORITY
-
-
 def define(
     name: str,
     function: Callable[..., Any],
@@ -234,9 +216,11 @@ def define(
     priority: int,
     on_failed: OnFailed | None,
     concurrency: int | None = None,
-    cron: Any = None,
+    cron: CronSpec | None = None,
+    kind: type[JobDefinition] = JobDefinition,
 ) -> JobDefinition:
-    """Check the options shared by @jobs.job and @jobs.cron, then register the job."""
+    """Check the options shared by @jobs.job and @jobs.cron, then register the job
+    (an instance of ``kind``: the decorators register handles)."""
     backoff = DEFAULT_BACKOFF if backoff is None else backoff
     validate_common_options(
         name,
@@ -247,7 +231,12 @@ def define(
         priority=priority,
         on_failed=on_failed,
     )
-    definition = JobDefinition(
+    if concurrency is not None and (not is_int(concurrency) or concurrency < 1):
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option concurrency= must be an integer >= 1 "
+            f"(or None for no limit), got {concurrency!r}."
+        )
+    definition = kind(
         name=name,
         func=function,
         retries=retries,
@@ -260,43 +249,3 @@ def define(
         cron=cron,
     )
     return registry.register(definition)
-
-
-def job(
-    func: Callable[..., Any] | None = None,
-    *,
-    name: str | None = None,
-    retries: int | None = None,
-    backoff: BackoffFunction | None = None,
-    timeout: float | None = None,
-    concurrency: int | None = None,
-    queue: str | None = None,
-    priority: int = 0,
-    on_failed: OnFailed | None = None,
-) -> Any:
-    """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
-
-    def decorate(function: Callable[..., Any]) -> JobDefinition:
-        if not callable(function):
-            raise ImproperlyConfigured(f"@jobs.job decorates a function, got {function!r}.")
-        job_name = name if name is not None else default_name(function)
-        if concurrency is not None and (not _is_int(concurrency) or concurrency < 1):
-            raise ImproperlyConfigured(
-                f"Job {job_name!r}: option concurrency= must be an integer >= 1 "
-                f"(or None for no limit), got {concurrency!r}."
-            )
-        return define(
-            job_name,
-            function,
-            retries=retries,
-            backoff=backoff,
-            timeout=timeout,
-            concurrency=concurrency,
-            queue=queue,
-            priority=priority,
-            on_failed=on_failed,
-        )
-
-    if func is not None:
-        return decorate(func)
-    return decorate

@@ -21,16 +21,17 @@ import logging
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from . import lifecycle, signals
 from .conf import database_alias
-from .enqueue import build_job, enqueue, notify_workers
+from .cronspec import MISSED_AFTER, CronSpec
+from .enqueue import build_job, enqueue
 from .exceptions import UnknownJob
 from .models import CronSchedule, Job, JobStatus
+from .notify import wake_workers
 from .registry import JobDefinition, registry
-from .schedules import MISSED_AFTER
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -38,12 +39,13 @@ MAX_BACKFILL = 1000
 ONE_MICROSECOND = dt.timedelta(microseconds=1)
 
 
-def cron_definitions() -> dict[str, JobDefinition]:
-    return {definition.name: definition for definition in registry if definition.cron is not None}
-
-
-def _schedules() -> Any:
+def _schedules() -> QuerySet[CronSchedule]:
     return CronSchedule.objects.using(database_alias())
+
+
+def _spec(definition: JobDefinition) -> CronSpec:
+    assert definition.cron is not None, f"{definition.name} is not a cron schedule"
+    return definition.cron
 
 
 # --- syncing rows with the code -----------------------------------------------------
@@ -52,7 +54,7 @@ def _schedules() -> Any:
 def sync_schedules(now: dt.datetime) -> dict[str, CronSchedule]:
     """Create missing rows (armed at ``now``), update changed ones, mark removed ones
     inactive. Returns the rows of the schedules this process defines."""
-    definitions = cron_definitions()
+    definitions = registry.cron_definitions()
     rows = {row.name: row for row in _schedules().all()}
     for name, row in rows.items():
         if name not in definitions and row.active:
@@ -60,19 +62,21 @@ def sync_schedules(now: dt.datetime) -> dict[str, CronSchedule]:
             logger.info("Cron schedule %s is no longer defined in code: marked inactive", name)
     synced = {}
     for name, definition in definitions.items():
-        row = rows.get(name)
-        synced[name] = _create(definition, now) if row is None else _update(definition, row, now)
+        existing = rows.get(name)
+        synced[name] = (
+            _create(definition, now) if existing is None else _update(definition, existing, now)
+        )
     return synced
 
 
 def _wanted(definition: JobDefinition) -> dict[str, Any]:
-    spec = definition.cron
+    spec = _spec(definition)
     return {"expression": spec.expression, "tz": spec.tz, "options": spec.options(), "active": True}
 
 
 def _create(definition: JobDefinition, now: dt.datetime) -> CronSchedule:
     """A schedule seen for the first time is armed at ``now``: nothing earlier fires."""
-    next_runs = definition.cron.next_runs(now, 1)
+    next_runs = _spec(definition).next_runs(now, 1)
     try:
         with transaction.atomic(using=database_alias()):
             return _schedules().create(
@@ -93,7 +97,7 @@ def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> C
     if not changed:
         return row
     if "expression" in changed or "tz" in changed:
-        next_runs = definition.cron.next_runs(row.cursor or now, 1)
+        next_runs = _spec(definition).next_runs(row.cursor or now, 1)
         changed["next_run"] = next_runs[0] if next_runs else None
     changed["updated_at"] = now
     _schedules().filter(pk=row.pk).update(**changed)
@@ -105,58 +109,61 @@ def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> C
 # --- materializing ------------------------------------------------------------------
 
 
-# database alias -> the definitions whose rows this process last synced there
-_synced: dict[str, tuple[JobDefinition, ...]] = {}
+class Scheduler:
+    """Materializes due occurrences, tick after tick, for one process.
 
+    It remembers which definitions it last synced with their rows (per database alias),
+    so a tick with nothing due costs two small queries; a fresh Scheduler (a starting
+    worker) syncs every schedule row with the code on its first tick.
+    """
 
-def forget_sync() -> None:
-    """Make the next tick sync every schedule row with the code (a worker's start)."""
-    _synced.clear()
+    def __init__(self) -> None:
+        self._synced: dict[str, tuple[JobDefinition, ...]] = {}
 
+    def materialize(self, now: dt.datetime) -> int:
+        """Create the rows of every occurrence due by ``now``. Returns how many."""
+        definitions = registry.cron_definitions()
+        created = 0
+        for row in self.due_schedules(definitions, now):
+            name = row.name
+            try:
+                created += materialize_schedule(definitions[name], row, now)
+            except (IntegrityError, DatabaseError) as exc:
+                # Lost a race with a backfill or another scheduler: the next tick sees the rows.
+                logger.info("Cron schedule %s: materialization deferred (%s)", name, exc)
+        return created
 
-def due_schedules(definitions: dict[str, JobDefinition], now: dt.datetime) -> list[CronSchedule]:
-    """The rows of ``definitions`` due by ``now`` (not paused), synced with the code first
-    when this process has not synced these definitions yet or one of their rows is missing
-    (deleted, or marked inactive by a process that lacks the code)."""
-    alias = database_alias()
-    synced = _synced.get(alias)
-    current = tuple(definitions.values())
-    in_sync = (
-        synced is not None
-        and len(synced) == len(current)
-        and all(a is b for a, b in zip(synced, current, strict=True))
-    )
-    if in_sync and current:
-        active = set(_schedules().filter(active=True).values_list("name", flat=True))
-        in_sync = definitions.keys() <= active
-    if not in_sync:
-        rows = sync_schedules(now)
-        _synced[alias] = current
-        return [row for row in rows.values() if _is_due(row, now)]
-    due = _schedules().filter(active=True, paused=False, next_run__lte=now)
-    return [row for row in due if row.name in definitions]
+    def due_schedules(
+        self, definitions: dict[str, JobDefinition], now: dt.datetime
+    ) -> list[CronSchedule]:
+        """The rows of ``definitions`` due by ``now`` (not paused), synced with the code
+        first when these definitions were not synced yet or one of their rows is missing
+        (deleted, or marked inactive by a process that lacks the code)."""
+        alias = database_alias()
+        synced = self._synced.get(alias)
+        current = tuple(definitions.values())
+        in_sync = (
+            synced is not None
+            and len(synced) == len(current)
+            and all(a is b for a, b in zip(synced, current, strict=True))
+        )
+        if in_sync and current:
+            active = set(_schedules().filter(active=True).values_list("name", flat=True))
+            in_sync = definitions.keys() <= active
+        if not in_sync:
+            rows = sync_schedules(now)
+            self._synced[alias] = current
+            return [row for row in rows.values() if _is_due(row, now)]
+        due = _schedules().filter(active=True, paused=False, next_run__lte=now)
+        return [row for row in due if row.name in definitions]
 
 
 def _is_due(row: CronSchedule, now: dt.datetime) -> bool:
     return not row.paused and row.next_run is not None and row.next_run <= now
 
 
-def materialize(now: dt.datetime) -> int:
-    """Create the rows of every occurrence due by ``now``. Returns how many."""
-    definitions = cron_definitions()
-    created = 0
-    for row in due_schedules(definitions, now):
-        name = row.name
-        try:
-            created += materialize_schedule(definitions[name], row, now)
-        except (IntegrityError, DatabaseError) as exc:
-            # Lost a race with a backfill or another scheduler: the next tick sees the rows.
-            logger.info("Cron schedule %s: materialization deferred (%s)", name, exc)
-    return created
-
-
 def materialize_schedule(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> int:
-    spec = definition.cron
+    spec = _spec(definition)
     cursor = row.cursor
     if cursor is None or cursor >= now:
         return 0
@@ -191,7 +198,7 @@ def choose_occurrences(
     On-time ones (at most a minute old) always; missed ones by ``catch_up``, and never
     any older than the catch-up window.
     """
-    spec = definition.cron
+    spec = _spec(definition)
     oldest = max(cursor, now - spec.window)
     instants = spec.occurrences(oldest, now)
     on_time = [instant for instant in instants if now - instant <= MISSED_AFTER]
@@ -218,7 +225,8 @@ def create_occurrences(
         )
     )
     blocker = None
-    if definition.cron.overlap == "skip":
+    overlap = _spec(definition).overlap
+    if overlap == "skip":
         blocker = (
             jobs.filter(name=definition.name, status__in=[JobStatus.PENDING, JobStatus.RUNNING])
             .order_by("-id")
@@ -231,11 +239,11 @@ def create_occurrences(
         row = build_job(definition, {}, now=now, run_at=instant, scheduled_for=instant)
         if blocker is not None:
             lifecycle.mark_skipped(row, _skip_reason(blocker), now=now)
-        elif definition.cron.overlap == "skip":
+        elif overlap == "skip":
             blocker = row
         rows.append(row)
     created = jobs.bulk_create(rows)
-    notify_workers(database_alias(), [row.run_at for row in created], now)
+    wake_workers(database_alias(), [row.run_at for row in created], now)
     return created
 
 
@@ -276,7 +284,7 @@ def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> in
     if end <= start:
         return 0
     now = timezone.now()
-    instants = definition.cron.occurrences(start - ONE_MICROSECOND, end - ONE_MICROSECOND)
+    instants = _spec(definition).occurrences(start - ONE_MICROSECOND, end - ONE_MICROSECOND)
     using = database_alias()
     created: list[Job] = []
     with transaction.atomic(using=using):
@@ -316,7 +324,7 @@ def describe_schedule(
     definition: JobDefinition, row: CronSchedule | None, now: dt.datetime, count: int = 5
 ) -> dict[str, Any]:
     """A JSON-ready description, as ``cronqueue_schedules --json`` prints it."""
-    spec = definition.cron
+    spec = _spec(definition)
     zone = spec.zone
     return {
         "name": definition.name,

@@ -193,9 +193,9 @@ def _oldest_pending(now: dt.datetime) -> tuple[OldestPending | None, dict[str, f
 
 
 def _schedules(now: dt.datetime, grace: float) -> list[ScheduleStatus]:
-    from .scheduler import cron_definitions
+    from .registry import registry
 
-    definitions = cron_definitions()
+    definitions = registry.cron_definitions()
     result = []
     for row in CronSchedule.objects.using(database_alias()).order_by("name"):
         definition = definitions.get(row.name)

@@ -43,7 +43,7 @@ from django.test import override_settings
 from .conf import database_alias, user_settings
 from .models import Job
 from .registry import JobDefinition, registry
-from .runs import TickResult
+from .results import TickResult
 
 __all__ = [
     "CronQueueHelper",
@@ -67,7 +67,7 @@ def run_due_jobs(now: dt.datetime | None = None, queues: Sequence[str] | None = 
     """Run one worker tick in this thread: materialize due cron occurrences, recover
     expired leases, then claim and run every job due at ``now`` (default: the current
     time). Returns ``TickResult(claimed, ran, failed)``. Same as ``jobs.tick``."""
-    from .worker import tick
+    from .jobs import tick
 
     return tick(now=now, queues=queues)
 

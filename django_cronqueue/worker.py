@@ -1,10 +1,10 @@
-"""The worker: ``jobs.tick()`` for one in-process tick, ``Worker`` for ``runjobs``.
+"""The ``runjobs`` worker.
 
-A tick materializes due cron occurrences, returns expired leases, prunes old rows
-(hourly), then claims due jobs and runs them. ``Worker`` does the same continuously
-with ``concurrency`` slot threads (each with its own database connection), a
-heartbeat thread that renews the leases of the jobs it holds, and on PostgreSQL a
-LISTEN connection that wakes idle slots as soon as a job is enqueued.
+``Worker`` does what a tick does (``django_cronqueue.ticks``), continuously: its main
+thread does the housekeeping every poll interval, and ``concurrency`` slot threads
+(each with its own database connection) claim and run jobs, beside a heartbeat thread
+that renews the leases of the jobs it holds and, on PostgreSQL, a LISTEN connection
+that wakes idle slots as soon as a job is enqueued.
 """
 
 from __future__ import annotations
@@ -25,153 +25,24 @@ from django.db import DatabaseError, InterfaceError, close_old_connections, conn
 from django.utils import timezone
 
 from . import lifecycle
-from .claiming import ClaimedJob, ClaimRequest, claim, complete_and_claim
+from .claiming import ClaimedJob, claim_request, complete_and_claim, is_capped
 from .conf import database_alias, get_settings
-from .execution import Recorder, call, run_claimed
+from .execution import Call, Recorder, call
 from .models import Worker as WorkerRow
+from .notify import listen
 from .registry import registry
-from .runs import TickResult
-from .scheduler import forget_sync, materialize
+from .ticks import Housekeeping
 
 logger = logging.getLogger("django_cronqueue")
 
-TICK_CLAIM_BATCH = 100
-PRUNE_EVERY = dt.timedelta(hours=1)
 MAX_DB_BACKOFF = 30.0
 OUTCOME_WRITE_ATTEMPTS = 4  # over 0.5 + 1 + 2 s of backoff
-
-_last_prune: dt.datetime | None = None
-_prune_lock = threading.Lock()
-
-
-# --- one tick ---------------------------------------------------------------------
-
-
-def tick(now: dt.datetime | None = None, queues: Sequence[str] | None = None) -> TickResult:
-    """Run one tick in this process, running handlers inline.
-
-    ``now`` (aware) drives every time decision of the tick: what is due, which leases
-    expired, which cron occurrences are due, what is old enough to prune.
-    """
-    if now is None:
-        now = timezone.now()
-    elif timezone.is_naive(now):
-        raise ValueError("tick(now=...) needs an aware datetime.")
-    maintain(now, scheduler=True)
-    worker_id = f"tick:{socket.gethostname()}:{os.getpid()}"
-    claimed: list[ClaimedJob] = []
-    while True:
-        batch = claim_due(now, queues=queues, limit=TICK_CLAIM_BATCH, worker_id=worker_id)
-        claimed.extend(batch)
-        if len(batch) < TICK_CLAIM_BATCH:
-            break
-    ran = failed = 0
-    for job in claimed:
-        succeeded, _ = run_claimed(job, lambda: now)
-        ran += succeeded
-        failed += not succeeded
-    return TickResult(claimed=len(claimed), ran=ran, failed=failed)
-
-
-def maintain(now: dt.datetime, *, scheduler: bool) -> None:
-    """The housekeeping part of a tick: cron, expired leases, pruning (hourly)."""
-    if scheduler:
-        materialize(now)
-    lifecycle.recover_expired_leases(now)
-    if _prune_due(now):
-        deleted = lifecycle.prune(now)
-        if deleted:
-            logger.info("Pruned %s finished jobs", deleted)
-
-
-def _prune_due(now: dt.datetime) -> bool:
-    """True at most once an hour (of ``now``); a ``now`` before the last prune resets it."""
-    global _last_prune
-    with _prune_lock:
-        if _last_prune is None or now < _last_prune or now - _last_prune >= PRUNE_EVERY:
-            _last_prune = now
-            return True
-        return False
-
-
-def claim_due(
-    now: dt.datetime,
-    *,
-    queues: Sequence[str] | None,
-    limit: int,
-    worker_id: str,
-    lease_until: dt.datetime | None = None,
-    include_capped: bool = True,
-) -> list[ClaimedJob]:
-    """Claim up to ``limit`` due jobs among the names this process defines
-    (without the names that have a concurrency cap when ``include_capped`` is False)."""
-    request = claim_request(
-        now,
-        queues=queues,
-        limit=limit,
-        worker_id=worker_id,
-        lease_until=lease_until,
-        include_capped=include_capped,
-    )
-    return claim(request, using=database_alias())
-
-
-def claim_request(
-    now: dt.datetime,
-    *,
-    queues: Sequence[str] | None,
-    limit: int,
-    worker_id: str,
-    lease_until: dt.datetime | None = None,
-    include_capped: bool = True,
-) -> ClaimRequest:
-    uncapped: list[str] = []
-    capped: dict[str, int] = {}
-    for definition in registry:
-        if definition.concurrency is None:
-            uncapped.append(definition.name)
-        elif include_capped:
-            capped[definition.name] = definition.concurrency
-    if capped:
-        ensure_name_locks(capped)
-    return ClaimRequest(
-        now=now,
-        lease_until=lease_until or now + dt.timedelta(seconds=get_settings().LEASE),
-        token=uuid.uuid4().hex,
-        worker_id=worker_id,
-        limit=limit,
-        names=uncapped,
-        capped=capped,
-        queues=list(queues) if queues else None,
-    )
-
-
-def registry_capped(name: str) -> bool:
-    definition = registry.get(name)
-    return definition is not None and definition.concurrency is not None
-
-
-_locked_names: set[tuple[str, str]] = set()
-
-
-def ensure_name_locks(capped: dict[str, int]) -> None:
-    """Create the lock row of each capped name once per process and database."""
-    from .models import NameLock
-
-    alias = database_alias()
-    missing = [name for name in capped if (alias, name) not in _locked_names]
-    if not missing:
-        return
-    NameLock.objects.using(alias).bulk_create(
-        [NameLock(name=name) for name in missing], ignore_conflicts=True
-    )
-    _locked_names.update((alias, name) for name in missing)
 
 
 # --- the runjobs worker -----------------------------------------------------------
 
 
-def _add_or_flush(recorder: Recorder, outcome: Any) -> None:
+def _add_or_flush(recorder: Recorder, outcome: Call) -> None:
     """Record ``outcome``; on a second try, just write the batch it already joined."""
     if any(pending is outcome for pending in recorder.pending):
         recorder.flush()
@@ -224,6 +95,7 @@ class Worker:
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
         self._skip_capped_until = 0.0
         self.unfinished: list[str] = []  # slots still in a handler when run() returned
+        self.housekeeping = Housekeeping()  # a fresh one: the first tick syncs every schedule
 
     # lifecycle ------------------------------------------------------------------
 
@@ -241,10 +113,9 @@ class Worker:
         if not self._wait_for_database():
             return 0
         self._register()
-        forget_sync()  # a starting worker brings every schedule row in line with its code
         if self.mode == "once":
             self._cutoff = timezone.now()
-        self._with_database_retry(lambda: maintain(timezone.now(), scheduler=self.scheduler))
+        self._with_database_retry(self._housekeep)
         threading.Thread(
             target=self._heartbeat_loop, name="cronqueue-heartbeat", daemon=True
         ).start()
@@ -262,10 +133,11 @@ class Worker:
             self.stopping.wait(self.poll_interval)
             if self.stopping.is_set():
                 return
-            if self._with_database_retry(
-                lambda: maintain(timezone.now(), scheduler=self.scheduler)
-            ):
+            if self._with_database_retry(self._housekeep):
                 self.wake.set()
+
+    def _housekeep(self) -> None:
+        self.housekeeping.run(timezone.now(), materialize=self.scheduler)
 
     def _working_slots(self) -> list[threading.Thread]:
         return [t for t in self._slots if t.is_alive() and t not in self._abandoned]
@@ -321,6 +193,7 @@ class Worker:
         thread.start()
 
     def _slot_loop(self) -> None:
+        self._use_persistent_connections()
         failures = 0
         batch = 1  # grows while jobs are quick, back to 1 after a slow job or when idle
         recorder = Recorder(timezone.now)
@@ -373,7 +246,7 @@ class Worker:
             raise
         recorder.announce(succeeded, written)
         self._drop_held([call.job for call in succeeded])
-        if include_capped and not any(registry_capped(job.name) for job in jobs):
+        if include_capped and not any(is_capped(job.name) for job in jobs):
             self._skip_capped_until = time.monotonic() + self.poll_interval
         with self._held_lock:
             for job in jobs:
@@ -475,6 +348,7 @@ class Worker:
     # heartbeat, listener, database ------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
+        self._use_persistent_connections()
         interval = max(self.lease.total_seconds() / 3, 0.05)
         while not self.stopping.wait(interval):
             self._with_database_retry(self._beat, attempts=1)
@@ -521,11 +395,8 @@ class Worker:
 
     def _listen_loop(self) -> None:
         alias = database_alias()
-        if connections[alias].vendor != "postgresql":
-            return
-        from .notify import listen
-
-        listen(alias, self.stopping, self.wake)
+        if connections[alias].vendor == "postgresql":
+            listen(alias, self.stopping, self.wake)
 
     def _register(self) -> None:
         def register() -> None:
@@ -580,13 +451,14 @@ class Worker:
         self.stopping.wait(delay)
 
     def _use_persistent_connections(self) -> None:
-        """A worker is long-lived: keep connections open between jobs instead of
-        reconnecting per job, unless CONN_MAX_AGE says otherwise. A broken connection
-        raises, is closed by close_old_connections() and reopened on the next claim."""
+        """A worker is long-lived: keep this thread's connections open between jobs
+        instead of reconnecting per job, unless CONN_MAX_AGE says otherwise. Each thread
+        has its own connection wrappers, so the setting is changed on this thread's copy
+        only; a broken connection is closed by close_old_connections() and reopened."""
         max_age = get_settings().WORKER_CONN_MAX_AGE
         if max_age is None:
             return
-        for alias in connections.settings:
-            config = connections.settings[alias]
-            if config.get("CONN_MAX_AGE", 0) == 0:  # Django's default; None is "forever"
-                config["CONN_MAX_AGE"] = max_age
+        for alias in connections:
+            wrapper = connections[alias]
+            if wrapper.settings_dict.get("CONN_MAX_AGE", 0) == 0:  # Django's default
+                wrapper.settings_dict = {**wrapper.settings_dict, "CONN_MAX_AGE": max_age}

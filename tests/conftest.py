@@ -4,9 +4,11 @@ pytest_plugins = ["tests.factories"]
 
 
 @pytest.fixture(autouse=True)
-def _reset_worker_state():
-    """Each test sees a fresh prune clock, and its first tick syncs the schedule rows."""
-    from django_cronqueue import scheduler, worker
+def _fresh_housekeeping():
+    """Each test's in-process ticks start with a fresh prune clock, and the first one
+    syncs the schedule rows."""
+    from django.apps import apps
 
-    worker._last_prune = None
-    scheduler.forget_sync()
+    from django_cronqueue.ticks import Housekeeping
+
+    apps.get_app_config("django_cronqueue").housekeeping = Housekeeping()

@@ -4,23 +4,43 @@
 rows of the names this worker knows to ``running`` under a fresh lease and token,
 in the order priority DESC, run_at, id, honouring per-name ``concurrency=`` caps.
 Names with a cap are claimed in a separate step (under their lock rows); the jobs of
-one claim are returned in claim order.
+one claim are returned in claim order. ``complete_and_claim`` also writes a slot's
+quick successes (one statement on PostgreSQL), and ``claim_one`` is eager mode's claim
+of one given row. ``claim_request`` (in ``request``) builds the request from the registry.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib import import_module
-from typing import Any
+from types import ModuleType
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
 
-from .base import ClaimedJob, ClaimRequest
+from ..conf import database_alias, get_settings
+from ..registry import registry
+from . import base
+from .base import TABLE, ClaimedJob, ClaimRequest
+from .request import claim_request, is_capped
 
-__all__ = ["ClaimRequest", "ClaimedJob", "claim", "complete_and_claim"]
+__all__ = [
+    "ClaimRequest",
+    "ClaimedJob",
+    "claim",
+    "claim_due",
+    "claim_one",
+    "claim_request",
+    "complete_and_claim",
+    "complete_successes",
+    "is_capped",
+]
+
+logger = logging.getLogger("django_cronqueue")
 
 _VENDOR_MODULES = {
     "postgresql": "postgresql",
@@ -29,7 +49,7 @@ _VENDOR_MODULES = {
 }
 
 
-def _backend(connection: BaseDatabaseWrapper) -> Any:
+def _backend(connection: BaseDatabaseWrapper) -> ModuleType:
     module_name = _VENDOR_MODULES.get(connection.vendor)
     if module_name is None:
         raise NotImplementedError(
@@ -37,29 +57,6 @@ def _backend(connection: BaseDatabaseWrapper) -> Any:
             "use PostgreSQL, MySQL/MariaDB or SQLite."
         )
     return import_module(f"{__name__}.{module_name}")
-
-
-def complete_and_claim(
-    request: ClaimRequest,
-    succeeded: Sequence[ClaimedJob],
-    *,
-    finished_at: dt.datetime,
-    using: str,
-) -> tuple[list[ClaimedJob], set[int]]:
-    """Mark quick successes succeeded, then claim: one statement on PostgreSQL when no
-    capped name is involved, two steps elsewhere. Returns (claimed, ids written)."""
-    connection = connections[using]
-    backend = _backend(connection)
-    one_statement = hasattr(backend, "complete_and_claim") and not request.capped
-    if succeeded and one_statement and request.names and request.limit > 0:
-        jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)
-        jobs.sort(key=ClaimedJob.order_key)
-    else:
-        from ..lifecycle import complete_successes
-
-        written = complete_successes(list(succeeded), now=finished_at) if succeeded else set()
-        jobs = claim(request, using=using)
-    return jobs, written
 
 
 def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
@@ -77,3 +74,77 @@ def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
         jobs += backend.claim(connection, replace(request, capped={}, limit=remaining))
     jobs.sort(key=ClaimedJob.order_key)
     return jobs
+
+
+def claim_due(
+    now: dt.datetime,
+    *,
+    queues: Sequence[str] | None,
+    limit: int,
+    worker_id: str,
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` jobs due by ``now`` among the names this process defines."""
+    request = claim_request(now, queues=queues, limit=limit, worker_id=worker_id)
+    return claim(request, using=database_alias())
+
+
+def complete_and_claim(
+    request: ClaimRequest,
+    succeeded: Sequence[ClaimedJob],
+    *,
+    finished_at: dt.datetime,
+    using: str,
+) -> tuple[list[ClaimedJob], set[int]]:
+    """Mark quick successes succeeded, then claim: one statement on PostgreSQL when no
+    capped name is involved, two steps elsewhere. Returns (claimed, ids written)."""
+    connection = connections[using]
+    backend = _backend(connection)
+    one_statement = hasattr(backend, "complete_and_claim") and not request.capped
+    if succeeded and one_statement and request.names and request.limit > 0:
+        jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)
+        jobs.sort(key=ClaimedJob.order_key)
+        _log_lost(succeeded, written)
+    else:
+        written = complete_successes(succeeded, finished_at=finished_at, using=using)
+        jobs = claim(request, using=using)
+    return jobs, written
+
+
+def complete_successes(
+    jobs: Sequence[ClaimedJob], *, finished_at: dt.datetime, using: str
+) -> set[int]:
+    """running -> succeeded for many rows (handlers that returned None), each only if
+    its claim still holds the lease. Returns the ids written."""
+    if not jobs:
+        return set()
+    written = base.complete_successes(connections[using], jobs, finished_at)
+    _log_lost(jobs, written)
+    return written
+
+
+def claim_one(job_id: int, *, worker_id: str) -> ClaimedJob | None:
+    """pending -> running for one row whatever its run_at (eager mode's claim: the
+    worker's, minus the due and concurrency conditions). None if it is not pending.
+
+    No heartbeat renews it, so the lease covers the job's whole timeout."""
+    connection = connections[database_alias()]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT name FROM {TABLE} WHERE id = %s", [job_id])
+        row = cursor.fetchone()
+    definition = registry.get(row[0]) if row else None
+    timeout = definition.effective_timeout if definition else 0.0
+    now = timezone.now()
+    lease_until = now + dt.timedelta(seconds=get_settings().LEASE + timeout)
+    request = claim_request(now, queues=None, limit=1, worker_id=worker_id, lease_until=lease_until)
+    return base.claim_row(connection, request, job_id)
+
+
+def _log_lost(jobs: Sequence[ClaimedJob], written: set[int]) -> None:
+    for job in jobs:
+        if job.id not in written:
+            logger.warning(
+                "Discarded the success of job %s #%s: its lease was lost and the row has moved on",
+                job.name,
+                job.id,
+                extra={"job_id": job.id, "job_name": job.name, "outcome": "discarded"},
+            )

@@ -1,4 +1,6 @@
-"""SQL shared by the vendor claimers."""
+"""The claim's SQL, shared by the vendor claimers: the due filter, the SET clauses of a
+claim and of a batched success, the name locks of capped names, and the mapping of
+returned rows to ``ClaimedJob``."""
 
 from __future__ import annotations
 
@@ -94,6 +96,17 @@ def claim_set_params(request: ClaimRequest) -> list[Any]:
     return [JobStatus.RUNNING, request.lease_until, request.token, request.worker_id, request.now]
 
 
+# A claimed row that succeeded (the batched form: no result to store).
+SUCCEEDED_SET = (
+    "status = %s, finished_at = %s, locked_until = NULL, lock_token = NULL, "
+    "active_dedupe_key = NULL"
+)
+
+
+def succeeded_set_params(finished_at: dt.datetime) -> list[Any]:
+    return [JobStatus.SUCCEEDED, finished_at]
+
+
 def is_postgresql(connection: BaseDatabaseWrapper) -> bool:
     return connection.vendor == "postgresql"
 
@@ -151,17 +164,23 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
     )
 
 
-def saturated_names(cursor: Any, capped: Mapping[str, int]) -> set[str]:
-    """Capped names whose running rows already reach their cap."""
-    if not capped:
-        return set()
-    names = list(capped)
+def running_counts(cursor: Any, names: Sequence[str]) -> list[tuple[str, int]]:
+    """(name, running rows) for those of ``names`` that have any."""
     cursor.execute(
         f"SELECT name, COUNT(*) FROM {TABLE} WHERE status = %s AND name IN ({placeholders(names)}) "
         "GROUP BY name",
         [JobStatus.RUNNING, *names],
     )
-    return {name for name, running in cursor.fetchall() if running >= capped[name]}
+    return list(cursor.fetchall())
+
+
+def saturated_names(cursor: Any, capped: Mapping[str, int]) -> set[str]:
+    """Capped names whose running rows already reach their cap."""
+    if not capped:
+        return set()
+    return {
+        name for name, running in running_counts(cursor, list(capped)) if running >= capped[name]
+    }
 
 
 def lock_names(cursor: Any, names: list[str], lock_suffix: str) -> set[str]:
@@ -201,14 +220,8 @@ def keep_within_caps(
             names,
         )
         lock_names(cursor, names, lock_suffix)
-    cursor.execute(
-        f"SELECT name, COUNT(*) FROM {TABLE} WHERE status = %s AND name IN ({placeholders(names)}) "
-        "GROUP BY name",
-        [JobStatus.RUNNING, *names],
-    )
-    room = {name: capped[name] for name in names}
-    for name, running in cursor.fetchall():
-        room[name] -= running
+    room = {name: capped[name] - running for name, running in running_counts(cursor, names)}
+    room.update({name: capped[name] for name in names if name not in room})
     kept = []
     for job in candidates:
         if job.name in room:
@@ -262,3 +275,68 @@ def claim_returning(
         cursor.execute(sql, adapt(connection, [*claim_set_params(request), *params, request.limit]))
         rows = cursor.fetchall()
     return [row_to_job(row, request.token, claimed=True) for row in rows]
+
+
+def claim_row(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, job_id: int
+) -> ClaimedJob | None:
+    """pending -> running for one row whatever its run_at and caps (eager mode's claim).
+    None when the row is not pending."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {RETURNED_COLUMNS} FROM {TABLE} WHERE id = %s AND status = %s",
+            [job_id, JobStatus.PENDING],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        cursor.execute(
+            f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id = %s AND status = %s",
+            adapt(connection, [*claim_set_params(request), job_id, JobStatus.PENDING]),
+        )
+        if cursor.rowcount != 1:
+            return None
+    return row_to_job(row, request.token, claimed=False)
+
+
+def complete_successes(
+    connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], finished_at: dt.datetime
+) -> set[int]:
+    """running -> succeeded for many rows at once (handlers that returned None), each
+    only if its claim still holds the lease. Returns the ids written."""
+    returning = connection.vendor != "mysql"  # MariaDB and MySQL have no UPDATE ... RETURNING
+    by_token: dict[str, list[int]] = {}
+    for job in jobs:
+        by_token.setdefault(job.token, []).append(job.id)
+    written: set[int] = set()
+    with connection.cursor() as cursor:
+        for token, ids in by_token.items():
+            sql = (
+                f"UPDATE {TABLE} SET {SUCCEEDED_SET} "
+                f"WHERE lock_token = %s AND status = %s AND id IN ({placeholders(ids)})"
+            )
+            params = adapt(
+                connection, [*succeeded_set_params(finished_at), token, JobStatus.RUNNING, *ids]
+            )
+            if returning:
+                cursor.execute(sql + " RETURNING id", params)
+                written.update(row[0] for row in cursor.fetchall())
+            else:
+                cursor.execute(sql, params)
+                if cursor.rowcount == len(ids):
+                    written.update(ids)
+                else:
+                    written.update(_succeeded_at(cursor, connection, ids, finished_at))
+    return written
+
+
+def _succeeded_at(
+    cursor: Any, connection: BaseDatabaseWrapper, ids: list[int], finished_at: dt.datetime
+) -> set[int]:
+    """Which of ``ids`` this batch marked succeeded (MySQL: no RETURNING)."""
+    cursor.execute(
+        f"SELECT id FROM {TABLE} WHERE status = %s AND finished_at = %s "
+        f"AND id IN ({placeholders(ids)})",
+        adapt(connection, [JobStatus.SUCCEEDED, finished_at, *ids]),
+    )
+    return {row[0] for row in cursor.fetchall()}

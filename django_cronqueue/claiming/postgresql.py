@@ -19,6 +19,7 @@ from ..models import JobStatus
 from .base import (
     ORDER,
     RETURNED_COLUMNS,
+    SUCCEEDED_SET,
     TABLE,
     ClaimedJob,
     ClaimRequest,
@@ -29,6 +30,7 @@ from .base import (
     claim_two_step,
     due_filter,
     row_to_job,
+    succeeded_set_params,
 )
 
 ROW_LOCK = " FOR UPDATE SKIP LOCKED"
@@ -52,9 +54,8 @@ def complete_and_claim(
     where, params = due_filter(request, request.names, names_as_array=True)
     padding = ", ".join(["NULL"] * (RETURNED_COLUMNS.count(",")))
     sql = (
-        f"WITH done AS (UPDATE {TABLE} SET status = %s, finished_at = %s, locked_until = NULL, "
-        "lock_token = NULL, active_dedupe_key = NULL WHERE status = %s AND (id, lock_token) IN "
-        "(SELECT * FROM unnest(%s::bigint[], %s::text[])) RETURNING id), "
+        f"WITH done AS (UPDATE {TABLE} SET {SUCCEEDED_SET} WHERE status = %s AND (id, lock_token) "
+        "IN (SELECT * FROM unnest(%s::bigint[], %s::text[])) RETURNING id), "
         f"claimed AS (UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
         f"SELECT id FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{ROW_LOCK}"
         f") RETURNING {RETURNED_COLUMNS}) "
@@ -62,8 +63,7 @@ def complete_and_claim(
         f"UNION ALL SELECT TRUE, id, {padding} FROM done"
     )
     done_params = [
-        JobStatus.SUCCEEDED,
-        finished_at,
+        *succeeded_set_params(finished_at),
         JobStatus.RUNNING,
         [job.id for job in succeeded],
         [job.token for job in succeeded],

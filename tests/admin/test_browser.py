@@ -209,7 +209,7 @@ def arrange_schedules(now: dt.datetime) -> None:
     scheduler.sync_schedules(now)
     CronSchedule.objects.filter(name="emails.weekly_newsletter").update(paused=True)
     nightly = CronSchedule.objects.get(name="reports.nightly_digest")
-    last = scheduler.cron_definitions()["reports.nightly_digest"].cron.occurrences(
+    last = registry.cron_definitions()["reports.nightly_digest"].cron.occurrences(
         now - dt.timedelta(days=1), now
     )[-1]
     JobFactory(

@@ -14,10 +14,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_cronqueue.claiming import claim, complete_and_claim
+from django_cronqueue.claiming import claim, claim_request, complete_and_claim
 from django_cronqueue.conf import database_alias
 from django_cronqueue.models import Job
-from django_cronqueue.worker import claim_request
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

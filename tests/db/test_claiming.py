@@ -4,10 +4,9 @@ import pytest
 from django.utils import timezone
 
 from django_cronqueue import jobs
-from django_cronqueue.claiming import complete_and_claim
+from django_cronqueue.claiming import claim_request, complete_and_claim
 from django_cronqueue.conf import database_alias
 from django_cronqueue.models import Job
-from django_cronqueue.worker import claim_request
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -714,7 +714,7 @@ def test_postgres_workers_are_notified_only_on_commit():
         pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
     import psycopg
 
-    from django_cronqueue.enqueue import NOTIFY_CHANNEL
+    from django_cronqueue.notify import NOTIFY_CHANNEL
 
     params = connection.get_connection_params()
     with psycopg.connect(**params, autocommit=True) as listener:

@@ -5,15 +5,27 @@ import json
 from io import StringIO
 
 import pytest
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_cronqueue import jobs, scheduler
+from django_cronqueue import jobs
 from django_cronqueue.models import CronSchedule, Job
 from django_cronqueue.registry import registry
+from django_cronqueue.ticks import Housekeeping
 from tests.cron_helpers import RUNS, UTC, local, minutes, schedule
+
+
+def materialize(now: dt.datetime) -> int:
+    """What the housekeeping of this process's ticks does first."""
+    return apps.get_app_config("django_cronqueue").housekeeping.scheduler.materialize(now)
+
+
+def restart_scheduler() -> None:
+    apps.get_app_config("django_cronqueue").housekeeping = Housekeeping()
+
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +40,7 @@ def occurrences(name="tests.schedule"):
 
 def tick_through(start, end, step=1):
     for now in minutes(start, end, step):
-        scheduler.materialize(now)
+        materialize(now)
 
 
 def utc(*args):
@@ -38,12 +50,12 @@ def utc(*args):
 def test_first_sight_arms_without_firing():
     armed_at = utc(2026, 6, 1, 12, 0, 30)
     with schedule("* * * * *", tz="UTC"):
-        scheduler.materialize(armed_at)
+        materialize(armed_at)
         row = CronSchedule.objects.get(name="tests.schedule")
         assert row.cursor == armed_at
         assert row.next_run == utc(2026, 6, 1, 12, 1)
         assert occurrences() == []
-        scheduler.materialize(utc(2026, 6, 1, 12, 1, 5))
+        materialize(utc(2026, 6, 1, 12, 1, 5))
         assert occurrences() == [utc(2026, 6, 1, 12, 1)]
 
 
@@ -85,7 +97,7 @@ def test_dst_days_create_exactly_the_occurrences_cron_would(
         schedule(daily, name="tests.daily", tz=zone),
         schedule("0 * * * *", name="tests.hourly", tz=zone),
     ):
-        scheduler.materialize(start - dt.timedelta(seconds=30))  # armed before the day
+        materialize(start - dt.timedelta(seconds=30))  # armed before the day
         tick_through(start, end + dt.timedelta(minutes=1))
         day_rows = [t for t in occurrences("tests.daily") if start <= t < end]
         assert day_rows == [expected]
@@ -98,7 +110,7 @@ def test_lord_howe_half_hourly_fall_back_repeats_the_half_hour():
     zone = "Australia/Lord_Howe"
     with schedule("30 * * * *", tz=zone):
         start, end = local(zone, 2026, 4, 5, 0, 0), local(zone, 2026, 4, 6, 0, 0)
-        scheduler.materialize(start - dt.timedelta(seconds=30))
+        materialize(start - dt.timedelta(seconds=30))
         tick_through(start, end)
         # 01:30 happens twice (+11 then +10:30): 25 runs, 01:30 at 14:30 and 15:00 UTC.
         rows = occurrences()
@@ -128,7 +140,7 @@ def test_catch_up_modes_after_three_days_of_downtime(options, expected_hours_ago
     back = armed + DOWNTIME + dt.timedelta(minutes=30)  # 2026-06-04 00:30:30
     last_missed = utc(2026, 6, 4, 0, 0)
     with schedule("0 * * * *", tz="UTC", **options):
-        scheduler.materialize(armed)
+        materialize(armed)
         jobs.tick(now=back)
         expected = [last_missed - dt.timedelta(hours=h) for h in expected_hours_ago]
         assert occurrences() == expected
@@ -142,7 +154,7 @@ def test_catch_up_modes_after_three_days_of_downtime(options, expected_hours_ago
 def test_a_paused_schedule_creates_nothing_and_resuming_follows_catch_up():
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("*/10 * * * *", tz="UTC"):
-        scheduler.materialize(armed)
+        materialize(armed)
         row = CronSchedule.objects.get(name="tests.schedule")
         assert row.pause() is True
         assert row.pause() is False
@@ -150,28 +162,28 @@ def test_a_paused_schedule_creates_nothing_and_resuming_follows_catch_up():
         assert occurrences() == []
         assert row.resume() is True
         now = utc(2026, 6, 1, 1, 2)
-        scheduler.materialize(now)
+        materialize(now)
         assert occurrences() == [utc(2026, 6, 1, 1, 0)]  # "latest" of the missed ones
 
 
 def test_a_schedule_removed_from_code_is_marked_inactive_and_never_fired():
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("* * * * *", tz="UTC"):
-        scheduler.materialize(armed)
+        materialize(armed)
     assert "tests.schedule" not in registry
     jobs.tick(now=armed + dt.timedelta(minutes=10))
     row = CronSchedule.objects.get(name="tests.schedule")
     assert row.active is False
     assert occurrences() == []
     with schedule("* * * * *", tz="UTC"):  # the code comes back
-        scheduler.materialize(armed + dt.timedelta(minutes=11, seconds=1))
+        materialize(armed + dt.timedelta(minutes=11, seconds=1))
         row.refresh_from_db()
         assert row.active is True
 
 
 def test_run_now_enqueues_a_manual_run_without_touching_the_schedule():
     with schedule("0 0 1 1 *", tz="Asia/Tokyo"):
-        scheduler.materialize(utc(2026, 6, 1))
+        materialize(utc(2026, 6, 1))
         row = CronSchedule.objects.get(name="tests.schedule")
         cursor = row.cursor
         job = row.run_now()
@@ -187,7 +199,7 @@ def test_run_now_enqueues_a_manual_run_without_touching_the_schedule():
 
 def test_backfill_creates_missing_occurrences_exactly_once():
     with schedule("0 * * * *", tz="UTC"):
-        scheduler.materialize(utc(2026, 6, 10))
+        materialize(utc(2026, 6, 10))
         row = CronSchedule.objects.get(name="tests.schedule")
         start, end = utc(2026, 6, 1, 0, 0), utc(2026, 6, 1, 6, 0)
         assert row.backfill(start, end) == 6  # [00:00, 06:00): 6 hours
@@ -198,7 +210,7 @@ def test_backfill_creates_missing_occurrences_exactly_once():
 
 def test_backfill_creates_at_most_1000_per_call():
     with schedule("* * * * *", tz="UTC"):
-        scheduler.materialize(utc(2026, 6, 10))
+        materialize(utc(2026, 6, 10))
         row = CronSchedule.objects.get(name="tests.schedule")
         start = utc(2026, 6, 1)
         assert row.backfill(start, start + dt.timedelta(minutes=1500)) == 1000
@@ -209,9 +221,9 @@ def test_backfill_creates_at_most_1000_per_call():
 def test_overlap_skip_cancels_an_occurrence_while_the_previous_is_pending():
     with schedule("* * * * *", tz="UTC", overlap="skip"):
         start = utc(2026, 6, 1, 0, 0, 30)
-        scheduler.materialize(start)
-        scheduler.materialize(start + dt.timedelta(minutes=1))  # 00:01, pending, not run
-        scheduler.materialize(start + dt.timedelta(minutes=2))  # 00:02 comes due
+        materialize(start)
+        materialize(start + dt.timedelta(minutes=1))  # 00:01, pending, not run
+        materialize(start + dt.timedelta(minutes=2))  # 00:02 comes due
         first, second = Job.objects.filter(name="tests.schedule").order_by("scheduled_for")
         assert first.status == "pending"
         assert second.status == "cancelled"
@@ -223,17 +235,17 @@ def test_overlap_skip_cancels_an_occurrence_while_the_previous_is_pending():
 def test_overlap_allow_runs_every_occurrence():
     with schedule("* * * * *", tz="UTC"):
         start = utc(2026, 6, 1, 0, 0, 30)
-        scheduler.materialize(start)
-        scheduler.materialize(start + dt.timedelta(minutes=1))
-        scheduler.materialize(start + dt.timedelta(minutes=2))
+        materialize(start)
+        materialize(start + dt.timedelta(minutes=1))
+        materialize(start + dt.timedelta(minutes=2))
         assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
 
 
 def test_changing_the_expression_in_code_updates_the_row():
     with schedule("0 * * * *", tz="UTC"):
-        scheduler.materialize(utc(2026, 6, 1, 0, 0, 30))
+        materialize(utc(2026, 6, 1, 0, 0, 30))
     with schedule("30 * * * *", tz="UTC"):
-        scheduler.materialize(utc(2026, 6, 1, 0, 1))
+        materialize(utc(2026, 6, 1, 0, 1))
         row = CronSchedule.objects.get(name="tests.schedule")
         assert row.expression == "30 * * * *"
         assert row.next_run == utc(2026, 6, 1, 0, 30)
@@ -243,9 +255,9 @@ def test_a_tick_with_nothing_due_loads_only_the_due_rows():
     """Once synced, a tick reads the active names and the due rows, not every row."""
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("0 0 1 1 *", tz="UTC"), schedule("0 0 1 1 *", name="tests.other", tz="UTC"):
-        scheduler.materialize(armed)
+        materialize(armed)
         with CaptureQueriesContext(connection) as queries:
-            assert scheduler.materialize(armed + dt.timedelta(minutes=5)) == 0
+            assert materialize(armed + dt.timedelta(minutes=5)) == 0
     reads = [query["sql"] for query in queries.captured_queries]
     assert len(reads) == 2
     full_row_reads = [sql for sql in reads if "expression" in sql]
@@ -255,32 +267,32 @@ def test_a_tick_with_nothing_due_loads_only_the_due_rows():
 def test_a_deleted_schedule_row_is_recreated_by_the_next_tick():
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("* * * * *", tz="UTC"):
-        scheduler.materialize(armed)
+        materialize(armed)
         CronSchedule.objects.filter(name="tests.schedule").delete()
-        scheduler.materialize(armed + dt.timedelta(minutes=1))
+        materialize(armed + dt.timedelta(minutes=1))
         row = CronSchedule.objects.get(name="tests.schedule")
         assert row.cursor == armed + dt.timedelta(minutes=1)  # armed again: nothing fired
         assert occurrences() == []
-        scheduler.materialize(armed + dt.timedelta(minutes=2))
+        materialize(armed + dt.timedelta(minutes=2))
         assert occurrences() == [utc(2026, 6, 1, 0, 2)]
 
 
 def test_a_row_marked_inactive_elsewhere_is_reactivated_by_a_process_with_the_code():
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("* * * * *", tz="UTC"):
-        scheduler.materialize(armed)
+        materialize(armed)
         CronSchedule.objects.filter(name="tests.schedule").update(active=False)
-        scheduler.materialize(armed + dt.timedelta(minutes=1))
+        materialize(armed + dt.timedelta(minutes=1))
         assert CronSchedule.objects.get(name="tests.schedule").active is True
 
 
 def test_a_starting_worker_brings_an_edited_row_back_in_line_with_the_code():
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("0 * * * *", tz="UTC"):
-        scheduler.materialize(armed)
+        materialize(armed)
         CronSchedule.objects.filter(name="tests.schedule").update(expression="*/5 * * * *")
-        scheduler.forget_sync()  # what Worker.run() does first
-        scheduler.materialize(armed + dt.timedelta(minutes=1))
+        restart_scheduler()  # a starting worker brings a fresh Scheduler
+        materialize(armed + dt.timedelta(minutes=1))
         assert CronSchedule.objects.get(name="tests.schedule").expression == "0 * * * *"
 
 

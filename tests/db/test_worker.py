@@ -7,9 +7,9 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import jobs, lifecycle
+from django_cronqueue import jobs, lifecycle, maintenance
+from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, NameLock
-from django_cronqueue.worker import claim_due
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
@@ -178,7 +178,7 @@ def test_completion_is_guarded_by_the_lease_token():
     [first_claim] = claim_due(now, queues=None, limit=1, worker_id="w1")
     # The lease expires and another worker claims the job again.
     later = now + dt.timedelta(minutes=5)
-    lifecycle.recover_expired_leases(later)
+    maintenance.recover_expired_leases(later)
     [second_claim] = claim_due(later, queues=None, limit=1, worker_id="w2")
     assert second_claim.attempts == 2
     assert lifecycle.complete_success(first_claim, now=later) is False
@@ -212,7 +212,7 @@ def test_expired_lease_of_the_last_attempt_fails_the_job_and_calls_on_failed():
     now = timezone.now()
     jobs.tick(now=now)  # attempt 1 fails
     claim_due(now, queues=None, limit=1, worker_id="dies")  # attempt 2 is lost
-    lifecycle.recover_expired_leases(now + dt.timedelta(minutes=1))
+    maintenance.recover_expired_leases(now + dt.timedelta(minutes=1))
     job.refresh_from_db()
     assert job.status == "failed"
     assert "lease lost" in job.last_error
@@ -223,7 +223,7 @@ def test_lease_past_timeout_is_reported_as_a_timeout():
     job = jobs.enqueue(test_jobs.slow_record, {"key": "k", "seconds": 0})
     now = timezone.now()
     claim_due(now, queues=None, limit=1, worker_id="w")
-    lifecycle.recover_expired_leases(now + dt.timedelta(seconds=120))  # timeout is 60 s
+    maintenance.recover_expired_leases(now + dt.timedelta(seconds=120))  # timeout is 60 s
     job.refresh_from_db()
     assert job.status == "pending"
     assert "past its timeout" in job.last_error
@@ -254,7 +254,7 @@ def test_pruning_deletes_only_finished_rows_past_retention():
 def test_pruning_works_in_batches():
     old = timezone.now() - dt.timedelta(hours=1)
     JobFactory.create_batch(30, status="succeeded", finished_at=old)
-    assert lifecycle.prune(timezone.now()) == 30
+    assert maintenance.prune(timezone.now()) == 30
     assert Job.objects.count() == 0
 
 

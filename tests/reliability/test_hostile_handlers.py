@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_cronqueue import errors, jobs
+from django_cronqueue import error_text as errors
+from django_cronqueue import jobs
 from django_cronqueue.models import Job
 from tests.reliability import jobs as rel
 

@@ -18,9 +18,9 @@ from django.db import connection
 from django.utils import timezone
 
 import django_cronqueue
-from django_cronqueue import jobs, lifecycle
+from django_cronqueue import jobs, maintenance
+from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job
-from django_cronqueue.worker import claim_due
 from tests.factories import JobFactory
 from tests.reliability import jobs as rel
 from tests.testapp.models import SideEffect
@@ -166,9 +166,7 @@ def splice_is_safe(value: ast.expr) -> bool:
 
 
 def test_raw_sql_splices_no_values_into_its_text():
-    files = sources(
-        "claiming/*.py", "lifecycle.py", "enqueue.py", "notify.py", "dashboard.py", "scheduler.py"
-    )
+    files = sources("**/*.py")
     unsafe, executes = [], 0
     for path in files:
         relative = path.relative_to(PACKAGE).as_posix()
@@ -230,7 +228,7 @@ def test_hostile_values_reach_the_database_only_as_parameters():
         lost = jobs.enqueue(rel.INJECTED_NAME, {"text": injection})
         now = timezone.now()
         claim_due(now, queues=None, limit=10, worker_id=injection[:90])
-        lifecycle.recover_expired_leases(now + dt.timedelta(hours=1))
+        maintenance.recover_expired_leases(now + dt.timedelta(hours=1))
         later = jobs.enqueue(rel.INJECTED_NAME, {"text": injection}, delay=3600)
         assert later.run_now()
         assert later.cancel(reason=injection)
@@ -276,7 +274,7 @@ def test_a_failing_jobs_payload_and_message_stay_out_of_logs_above_debug(caplog)
     lost = jobs.enqueue(rel.charge_card, SECRETS)
     now = timezone.now()
     claim_due(now, queues=None, limit=10, worker_id="w")
-    lifecycle.recover_expired_leases(now + dt.timedelta(hours=1))
+    maintenance.recover_expired_leases(now + dt.timedelta(hours=1))
     job.refresh_from_db()
     assert job.status == "failed"
     assert SECRETS["card_number"] in job.last_error  # the row keeps the error: it is data

@@ -25,7 +25,10 @@ class Command(BaseCommand):
         parser.add_argument("--count", type=int, default=5, help="Next runs to list (default 5).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from django_cronqueue.scheduler import cron_definitions, describe_schedule
+        from django_cronqueue.registry import registry
+        from django_cronqueue.scheduler import describe_schedule
+
+        cron_definitions = registry.cron_definitions
 
         now = self._now(options["now"])
         rows, rows_readable = self._rows()

@@ -1,0 +1,208 @@
+"""Checking the arguments of an enqueue call, before anything is written.
+
+Each check raises at the call site with a message naming the job and the offending
+key or option: ``InvalidPayload`` for the payload, ``ValueError`` for options.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from django.utils import timezone
+
+from .conf import get_settings
+from .exceptions import InvalidPayload
+from .registry import JobDefinition
+from .validation import (
+    MAX_DEDUPE_KEY_LENGTH,
+    MAX_PRIORITY,
+    MAX_QUEUE_LENGTH,
+    MIN_PRIORITY,
+    is_finite_number,
+    is_priority,
+    is_queue_name,
+    short_repr,
+    text_problem,
+)
+
+
+def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The payload as a plain dict; raises InvalidPayload naming the job and the key."""
+    name = definition.name
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise InvalidPayload(
+            f"Job {name!r}: the payload must be a dict of keyword arguments, "
+            f"got {type(payload).__name__}."
+        )
+    for key, value in payload.items():
+        if not isinstance(key, str):
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {key!r} is a {type(key).__name__}; keys must be "
+                "strings (they are the handler's keyword arguments)."
+            )
+        problem = text_problem(key, f"payload key {key!r}") or json_problem(value, key)
+        if problem:
+            raise InvalidPayload(f"Job {name!r}: {problem}")
+    _check_binds(definition, payload)
+    payload = dict(payload)
+    size = len(json.dumps(payload, ensure_ascii=False).encode())
+    limit = get_settings().MAX_PAYLOAD_BYTES
+    if size > limit:
+        raise InvalidPayload(
+            f"Job {name!r}: the payload is {size} bytes of JSON, over the limit of {limit} "
+            "(CRONQUEUE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass its id."
+        )
+    return payload
+
+
+def json_problem(value: Any, path: str) -> str | None:
+    """Why ``value`` cannot round-trip through JSON, naming its path, or None."""
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return f"payload key {path!r} holds {value!r}, which JSON cannot represent."
+    if isinstance(value, str):
+        return text_problem(value, f"payload key {path!r} holds a string that")
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{path}[{index}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"payload key {path!r} holds a dict with a non-string key {key!r}."
+            problem = text_problem(key, f"payload key {path!r} holds a key that") or json_problem(
+                item, f"{path}.{key}"
+            )
+            if problem:
+                return problem
+        return None
+    return (
+        f"payload key {path!r} holds a {type(value).__name__} ({short_repr(value)}), which is "
+        "not JSON. Pass plain JSON values: an id instead of a model instance, an ISO 8601 "
+        "string instead of a datetime, a list instead of a set."
+    )
+
+
+def _check_binds(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
+    name = definition.name
+    if definition.cron is not None:
+        if payload:
+            raise InvalidPayload(
+                f"Job {name!r} is a cron schedule; its handler takes only the CronRun, so the "
+                f"payload must be empty (got key {next(iter(payload))!r})."
+            )
+        return
+    parameters = definition.signature.parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    for key in payload:
+        parameter = parameters.get(key)
+        if parameter is None and not takes_any:
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {key!r} is not an argument of "
+                f"{definition.qualified_function}{definition.signature}."
+            )
+        if parameter is not None and parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.VAR_POSITIONAL,
+        ):
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {key!r} names a positional-only argument; "
+                "make it a normal or keyword-only argument."
+            )
+    for parameter in parameters.values():
+        required = parameter.default is inspect.Parameter.empty and parameter.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_ONLY,
+        )
+        if required and parameter.name not in payload:
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {parameter.name!r} is missing; "
+                f"{definition.qualified_function}{definition.signature} requires it."
+            )
+
+
+def check_queue(definition: JobDefinition, queue: str | None) -> str:
+    if queue is None:
+        return definition.effective_queue
+    if not is_queue_name(queue):
+        raise ValueError(
+            f"Job {definition.name!r}: queue= must be a non-empty string of at most "
+            f"{MAX_QUEUE_LENGTH} characters, got {queue!r}."
+        )
+    problem = text_problem(queue, "queue=")
+    if problem:
+        raise ValueError(f"Job {definition.name!r}: {problem}")
+    return queue
+
+
+def check_priority(definition: JobDefinition, priority: int | None) -> int:
+    if priority is None:
+        return definition.priority
+    if not is_priority(priority):
+        raise ValueError(
+            f"Job {definition.name!r}: priority= must be an integer from {MIN_PRIORITY} to "
+            f"{MAX_PRIORITY}, got {priority!r}."
+        )
+    return priority
+
+
+def check_dedupe_key(definition: JobDefinition, key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ValueError(
+            f"Job {definition.name!r}: dedupe_key= must be a non-empty string, got {key!r}."
+        )
+    if len(key) > MAX_DEDUPE_KEY_LENGTH:
+        raise ValueError(
+            f"Job {definition.name!r}: dedupe_key= is {len(key)} characters long; the limit is "
+            f"{MAX_DEDUPE_KEY_LENGTH}. Hash long keys (e.g. hashlib.sha256(key).hexdigest())."
+        )
+    problem = text_problem(key, "dedupe_key=")
+    if problem:
+        raise ValueError(f"Job {definition.name!r}: {problem}")
+    return key
+
+
+def resolve_run_at(
+    definition: JobDefinition,
+    now: dt.datetime,
+    run_at: dt.datetime | None,
+    delay: dt.timedelta | float | None,
+) -> dt.datetime:
+    if run_at is not None and delay is not None:
+        raise ValueError(f"Job {definition.name!r}: pass run_at= or delay=, not both.")
+    if run_at is not None:
+        if not isinstance(run_at, dt.datetime):
+            raise ValueError(
+                f"Job {definition.name!r}: run_at= must be a datetime, got {run_at!r}."
+            )
+        if timezone.is_naive(run_at):
+            raise ValueError(
+                f"Job {definition.name!r}: run_at= is a naive datetime; pass an aware one "
+                "(e.g. django.utils.timezone.now() + timedelta(...))."
+            )
+        return run_at
+    if delay is None:
+        return now
+    if isinstance(delay, dt.timedelta):
+        return now + delay
+    if is_finite_number(delay):
+        return now + dt.timedelta(seconds=delay)
+    raise ValueError(
+        f"Job {definition.name!r}: delay= must be a timedelta or a finite number of seconds, "
+        f"got {delay!r}."
+    )

@@ -1,0 +1,48 @@
+"""Building a claim: which names this process may claim, capped or not, and the lease."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+
+from ..conf import get_settings
+from ..registry import registry
+from .base import ClaimRequest
+
+
+def claim_request(
+    now: dt.datetime,
+    *,
+    queues: Sequence[str] | None,
+    limit: int,
+    worker_id: str,
+    lease_until: dt.datetime | None = None,
+    include_capped: bool = True,
+) -> ClaimRequest:
+    """A claim of up to ``limit`` due jobs among the names this process defines (a
+    worker claims only what its own code can run), under a fresh lease token. Names with
+    a ``concurrency=`` cap are left out when ``include_capped`` is False."""
+    uncapped: list[str] = []
+    capped: dict[str, int] = {}
+    for definition in registry:
+        if definition.concurrency is None:
+            uncapped.append(definition.name)
+        elif include_capped:
+            capped[definition.name] = definition.concurrency
+    return ClaimRequest(
+        now=now,
+        lease_until=lease_until or now + dt.timedelta(seconds=get_settings().LEASE),
+        token=uuid.uuid4().hex,
+        worker_id=worker_id,
+        limit=limit,
+        names=uncapped,
+        capped=capped,
+        queues=list(queues) if queues else None,
+    )
+
+
+def is_capped(name: str) -> bool:
+    """True when this process defines ``name`` with a ``concurrency=`` cap."""
+    definition = registry.get(name)
+    return definition is not None and definition.concurrency is not None

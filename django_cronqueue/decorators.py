@@ -1,0 +1,190 @@
+"""``@jobs.job`` and ``@jobs.cron``: register a function and return its handle.
+
+A handle is the registered ``JobDefinition`` plus the enqueue shortcuts
+(``handle.enqueue(**payload)``, ``handle.using(...).enqueue(...)``); calling it calls
+the function.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, overload
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .backoff import BackoffFunction
+from .cronspec import DEFAULT_MAX_CATCH_UP, checked_spec
+from .enqueue import enqueue, enqueue_many
+from .models import Job
+from .registry import JobDefinition, OnFailed, default_name, define
+
+
+class JobHandle(JobDefinition):
+    """What ``@jobs.job`` and ``@jobs.cron`` return."""
+
+    def enqueue(self, **payload: Any) -> Job:
+        """Enqueue one run with these keyword arguments."""
+        return enqueue(self, payload)
+
+    def using(self, **options: Any) -> EnqueueOptions:
+        """Options (run_at, delay, dedupe_key, priority, queue) for the next ``.enqueue()``."""
+        return EnqueueOptions(self, options)
+
+
+class EnqueueOptions:
+    """``handle.using(run_at=..., dedupe_key=...)``: options for the next enqueue."""
+
+    ALLOWED = frozenset({"run_at", "delay", "dedupe_key", "priority", "queue"})
+
+    def __init__(self, definition: JobDefinition, options: dict[str, Any]) -> None:
+        unknown = sorted(set(options) - self.ALLOWED)
+        if unknown:
+            raise TypeError(
+                f"Job {definition.name!r}: using() got unknown option(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(sorted(self.ALLOWED))}."
+            )
+        self.definition = definition
+        self.options = options
+
+    def enqueue(self, **payload: Any) -> Job:
+        return enqueue(self.definition, payload, **self.options)
+
+    def enqueue_many(self, payloads: Iterable[Mapping[str, Any]]) -> list[Job]:
+        if "dedupe_key" in self.options:
+            raise TypeError("enqueue_many() does not take a dedupe_key: each job needs its own.")
+        return enqueue_many(self.definition, payloads, **self.options)
+
+
+Decorator = Callable[[Callable[..., Any]], JobHandle]
+
+
+@overload
+def job(func: Callable[..., Any]) -> JobHandle: ...
+
+
+@overload
+def job(
+    func: None = None,
+    *,
+    name: str | None = None,
+    retries: int | None = None,
+    backoff: BackoffFunction | None = None,
+    timeout: float | None = None,
+    concurrency: int | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    on_failed: OnFailed | None = None,
+) -> Decorator: ...
+
+
+def job(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    retries: int | None = None,
+    backoff: BackoffFunction | None = None,
+    timeout: float | None = None,
+    concurrency: int | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    on_failed: OnFailed | None = None,
+) -> JobHandle | Decorator:
+    """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
+
+    def decorate(function: Callable[..., Any]) -> JobHandle:
+        if not callable(function):
+            raise ImproperlyConfigured(f"@jobs.job decorates a function, got {function!r}.")
+        handle = define(
+            name if name is not None else default_name(function),
+            function,
+            retries=retries,
+            backoff=backoff,
+            timeout=timeout,
+            concurrency=concurrency,
+            queue=queue,
+            priority=priority,
+            on_failed=on_failed,
+            kind=JobHandle,
+        )
+        assert isinstance(handle, JobHandle)
+        return handle
+
+    if func is not None:
+        return decorate(func)
+    return decorate
+
+
+def cron(
+    expression: str,
+    *,
+    tz: str | None = None,
+    name: str | None = None,
+    catch_up: str = "latest",
+    catch_up_window: dt.timedelta | float | None = None,
+    max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+    overlap: str = "allow",
+    retries: int | None = None,
+    backoff: BackoffFunction | None = None,
+    timeout: float | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    on_failed: OnFailed | None = None,
+    **unsupported: Any,
+) -> Decorator:
+    """Register a function as a cron schedule: ``@jobs.cron("30 2 * * *", tz=...)``."""
+
+    def decorate(function: Callable[..., Any]) -> JobHandle:
+        schedule = name if name is not None else default_name(function)
+        if "concurrency" in unsupported:
+            raise ImproperlyConfigured(
+                f"Cron schedule {schedule!r}: option concurrency= is not accepted: each "
+                "occurrence is already unique. To keep runs from overlapping use overlap='skip'."
+            )
+        if unsupported:
+            raise ImproperlyConfigured(
+                f"Cron schedule {schedule!r}: unknown option(s) {', '.join(sorted(unsupported))}."
+            )
+        spec = checked_spec(
+            schedule,
+            expression,
+            tz=tz,
+            catch_up=catch_up,
+            catch_up_window=catch_up_window,
+            max_catch_up=max_catch_up,
+            overlap=overlap,
+        )
+        _check_cron_handler(schedule, function)
+        handle = define(
+            schedule,
+            function,
+            retries=retries,
+            backoff=backoff,
+            timeout=timeout,
+            queue=queue,
+            priority=priority,
+            on_failed=on_failed,
+            cron=spec,
+            kind=JobHandle,
+        )
+        assert isinstance(handle, JobHandle)
+        return handle
+
+    return decorate
+
+
+def _check_cron_handler(schedule: str, function: Callable[..., Any]) -> None:
+    problem = None
+    if not callable(function):
+        problem = f"@jobs.cron decorates a function, got {function!r}."
+    else:
+        try:
+            inspect.signature(function).bind(None)
+        except TypeError:
+            problem = (
+                "the handler must take exactly one argument, the CronRun: "
+                "def handler(run: jobs.CronRun) -> None."
+            )
+    if problem:
+        raise ImproperlyConfigured(f"Cron schedule {schedule!r}: {problem}")

@@ -1,0 +1,79 @@
+"""One tick: materialize due cron occurrences, return expired leases, prune (hourly),
+then claim due jobs and run them.
+
+``tick()`` runs one in this process with handlers inline (``jobs.tick()``); the worker
+(``django_cronqueue.worker``) does the housekeeping part on its own thread and the
+claiming part in its slots. ``Housekeeping`` keeps what one process remembers between
+ticks: which schedules it synced, and when it last pruned.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+from collections.abc import Sequence
+
+from django.utils import timezone
+
+from .claiming import ClaimedJob, claim_due
+from .execution import run_claimed
+from .maintenance import PruneClock, prune, recover_expired_leases
+from .results import TickResult
+from .scheduler import Scheduler
+
+logger = logging.getLogger("django_cronqueue")
+
+TICK_CLAIM_BATCH = 100
+
+
+class Housekeeping:
+    """The housekeeping part of a tick, with its memory between ticks."""
+
+    def __init__(self) -> None:
+        self.scheduler = Scheduler()
+        self.prune_clock = PruneClock()
+
+    def run(self, now: dt.datetime, *, materialize: bool = True) -> None:
+        """Cron (unless ``materialize`` is False), expired leases, pruning (hourly)."""
+        if materialize:
+            self.scheduler.materialize(now)
+        recover_expired_leases(now)
+        if self.prune_clock.due(now):
+            deleted = prune(now)
+            if deleted:
+                logger.info("Pruned %s finished jobs", deleted)
+
+
+def tick(
+    now: dt.datetime | None = None,
+    queues: Sequence[str] | None = None,
+    *,
+    housekeeping: Housekeeping | None = None,
+) -> TickResult:
+    """Run one tick in this process, running handlers inline.
+
+    ``now`` (aware) drives every time decision of the tick: what is due, which leases
+    expired, which cron occurrences are due, what is old enough to prune. Pass the
+    ``housekeeping`` of earlier ticks to keep their memory (``jobs.tick()`` passes the
+    app's); a fresh one syncs every schedule row and prunes.
+    """
+    if now is None:
+        now = timezone.now()
+    elif timezone.is_naive(now):
+        raise ValueError("tick(now=...) needs an aware datetime.")
+    (housekeeping or Housekeeping()).run(now)
+    worker_id = f"tick:{socket.gethostname()}:{os.getpid()}"
+    claimed: list[ClaimedJob] = []
+    while True:
+        batch = claim_due(now, queues=queues, limit=TICK_CLAIM_BATCH, worker_id=worker_id)
+        claimed.extend(batch)
+        if len(batch) < TICK_CLAIM_BATCH:
+            break
+    ran = failed = 0
+    for job in claimed:
+        succeeded, _ = run_claimed(job, lambda: now)
+        ran += succeeded
+        failed += not succeeded
+    return TickResult(claimed=len(claimed), ran=ran, failed=failed)
