@@ -170,7 +170,7 @@ def _runner(func: Callable[..., Any], takes_context: bool, name: str) -> Callabl
 # --- the backend --------------------------------------------------------------------
 
 
-class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type]
+class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-ignore]
     """Django Tasks backend storing tasks as django-cronqueue ``Job`` rows.
 
     ``OPTIONS``: ``RETRIES`` (retries after the first attempt; default

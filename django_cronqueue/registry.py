@@ -56,7 +56,7 @@ class JobDefinition:
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.func)
         self.is_async = inspect.iscoroutinefunction(self.func)
-        functools.update_wrapper(self, self.func)  # type: ignore[arg-type]
+        functools.update_wrapper(self, self.func)  # type: ignore[arg-type,unused-ignore]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)

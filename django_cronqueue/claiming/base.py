@@ -119,7 +119,8 @@ def adapt(connection: BaseDatabaseWrapper, params: list[Any]) -> list[Any]:
     ]
 
 
-def to_datetime(value: Any) -> dt.datetime | None:
+def to_datetime(value: dt.datetime | str | None) -> dt.datetime | None:
+    """A returned timestamp, aware (SQLite and MySQL return naive UTC, SQLite as text)."""
     if value is None:
         return None
     if isinstance(value, str):

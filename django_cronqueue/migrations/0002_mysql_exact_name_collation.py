@@ -7,6 +7,8 @@ SQLite. Other databases are left alone.
 """
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 COLUMNS = [
     ("django_cronqueue_job", "name", "NOT NULL"),
@@ -17,14 +19,15 @@ COLUMNS = [
 ]
 
 
-def exact_collation(schema_editor):
+def exact_collation(schema_editor: BaseDatabaseSchemaEditor) -> str | None:
     connection = schema_editor.connection
     if connection.vendor != "mysql":
         return None
-    return "utf8mb4_nopad_bin" if connection.mysql_is_mariadb else "utf8mb4_0900_bin"
+    is_mariadb = getattr(connection, "mysql_is_mariadb", False)
+    return "utf8mb4_nopad_bin" if is_mariadb else "utf8mb4_0900_bin"
 
 
-def forwards(apps, schema_editor):
+def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     collation = exact_collation(schema_editor)
     if collation is None:
         return
