@@ -38,15 +38,14 @@ def setup_django() -> None:
 
 def documented_callables() -> dict[str, Callable[..., Any]]:
     from django_cronqueue import cron, jobs, status, testing
-    from django_cronqueue.enqueue import EnqueueOptions
+    from django_cronqueue.decorators import EnqueueOptions, JobHandle
     from django_cronqueue.models import CronSchedule, Job
-    from django_cronqueue.registry import JobDefinition
 
     found: dict[str, Callable[..., Any]] = {}
     for name in ("job", "cron", "enqueue", "enqueue_many", "tick", "exponential"):
         found[f"jobs.{name}"] = getattr(jobs, name)
     for cls, names in (
-        (JobDefinition, ("enqueue", "using")),
+        (JobHandle, ("enqueue", "using")),
         (EnqueueOptions, ("enqueue", "enqueue_many")),
         (Job, ("retry", "cancel", "run_now")),
         (CronSchedule, ("run_now", "backfill", "pause", "resume")),
