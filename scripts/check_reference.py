@@ -37,7 +37,7 @@ def setup_django() -> None:
 
 
 def documented_callables() -> dict[str, Callable[..., Any]]:
-    from django_cronqueue import cron, jobs, status, testing
+    from django_cronqueue import cron, health, jobs, testing
     from django_cronqueue.enqueue import EnqueueOptions
     from django_cronqueue.models import CronSchedule, Job
     from django_cronqueue.registry import JobDefinition
@@ -64,7 +64,7 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
     ):
         found[f"testing.{name}"] = getattr(testing, name)
     for name in ("collect", "problems"):
-        found[f"status.{name}"] = getattr(status, name)
+        found[f"health.{name}"] = getattr(health, name)
     for name in (
         "occurrences",
         "next_occurrences",
