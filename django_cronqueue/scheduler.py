@@ -318,28 +318,3 @@ def set_paused(schedule: CronSchedule, paused: bool) -> bool:
     if updated:
         schedule.paused = paused
     return bool(updated)
-
-
-def describe_schedule(
-    definition: JobDefinition, row: CronSchedule | None, now: dt.datetime, count: int = 5
-) -> dict[str, Any]:
-    """A JSON-ready description, as ``cronqueue_schedules --json`` prints it."""
-    spec = _spec(definition)
-    zone = spec.zone
-    return {
-        "name": definition.name,
-        "expression": spec.expression,
-        "tz": spec.tz,
-        "interval": spec.is_interval,
-        "catch_up": spec.catch_up,
-        "catch_up_window": spec.window.total_seconds(),
-        "max_catch_up": spec.max_catch_up,
-        "overlap": spec.overlap,
-        "paused": row.paused if row else False,
-        "active": True,
-        "last_occurrence": row.last_occurrence.isoformat() if row and row.last_occurrence else None,
-        "next_runs": [
-            {"utc": instant.isoformat(), "local": instant.astimezone(zone).isoformat()}
-            for instant in spec.next_runs(now, count)
-        ],
-    }

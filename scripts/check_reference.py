@@ -37,7 +37,7 @@ def setup_django() -> None:
 
 
 def documented_callables() -> dict[str, Callable[..., Any]]:
-    from django_cronqueue import cron, jobs, status, testing
+    from django_cronqueue import cron, health, jobs, testing
     from django_cronqueue.decorators import EnqueueOptions, JobHandle
     from django_cronqueue.models import CronSchedule, Job
 
@@ -63,7 +63,7 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
     ):
         found[f"testing.{name}"] = getattr(testing, name)
     for name in ("collect", "problems"):
-        found[f"status.{name}"] = getattr(status, name)
+        found[f"health.{name}"] = getattr(health, name)
     for name in (
         "occurrences",
         "next_occurrences",

@@ -2,13 +2,17 @@
 the oldest due pending job, live workers and the next runs of every schedule."""
 
 import datetime as dt
+import io
+import json
 import re
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import dashboard, scheduler
+from django_cronqueue import observe, scheduler
+from django_cronqueue.admin import dashboard
 from django_cronqueue.models import JobStatus
 from tests.admin.conftest import staff_client
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
@@ -27,14 +31,14 @@ def finished(name, status, ago, n=1, now=None):
 
 def test_hourly_outcomes_per_name():
     # Half past an hour, so "a minute ago" is in the current hour's bar whenever this runs.
-    now = dashboard.hour_floor(timezone.now()) + dt.timedelta(minutes=30)
+    now = observe.hour_floor(timezone.now()) + dt.timedelta(minutes=30)
     finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(minutes=1), n=3, now=now)
     finished("testapp.record", JobStatus.FAILED, dt.timedelta(minutes=2), now=now)
     finished("testapp.record", JobStatus.SUCCEEDED, dt.timedelta(hours=5), now=now)
     finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=23), now=now)
     finished("testapp.noop", JobStatus.SUCCEEDED, dt.timedelta(hours=30), now=now)  # too old
     JobFactory(name="testapp.noop", status=JobStatus.CANCELLED, finished_at=now)  # not a run
-    chart = dashboard.hourly_outcomes(now)
+    chart = dashboard.outcome_chart(observe.hourly_outcomes(now))
     assert [line.name for line in chart.series] == ["testapp.record", "testapp.noop"]
     record, noop = chart.series
     assert (record.succeeded, record.failed, record.peak) == (4, 1, 4)
@@ -54,10 +58,10 @@ def test_queue_depth_and_oldest_pending():
     JobFactory(queue="emails", run_at=now + dt.timedelta(hours=1))
     JobFactory(queue="default", status=JobStatus.RUNNING)
     JobFactory(queue="default", status=JobStatus.SUCCEEDED)
-    depths = {depth.queue: depth for depth in dashboard.queue_depths(now)}
+    depths = {depth.queue: depth for depth in observe.queue_depths(now)}
     assert (depths["emails"].due, depths["emails"].later, depths["emails"].running) == (2, 1, 0)
     assert (depths["default"].due, depths["default"].running) == (0, 1)
-    found = dashboard.oldest_pending(now)
+    found = observe.oldest_pending(now)
     assert found.id == oldest.pk
     assert found.age == dt.timedelta(minutes=42)
 
@@ -68,7 +72,7 @@ def test_live_workers_are_those_seen_within_three_leases():
     WorkerFactory(last_seen=now - dt.timedelta(minutes=5))  # silent: 3 leases are 90 s
     JobFactory(status=JobStatus.RUNNING, worker_id=live.id)
     JobFactory(status=JobStatus.RUNNING, worker_id=live.id)
-    workers, silent = dashboard.live_workers(now)
+    workers, silent = observe.live_workers(now)
     assert [(w.worker.id, w.running) for w in workers] == [(live.id, 2)]
     assert silent == 1
 
@@ -124,3 +128,44 @@ def test_viewer_without_schedule_permission_sees_schedule_names_without_links(db
     assert response.status_code == 200
     assert "tests.some_schedule" in response.content.decode()
     assert all(item["url"] == "" for item in response.context["schedules"])
+
+
+def test_the_status_command_and_the_dashboard_show_the_same_facts(
+    admin_client, nightly, monkeypatch
+):
+    """Both read the read model (observe): same counts, oldest pending age, live workers
+    and next runs for the same rows and the same ``now``."""
+    now = timezone.now().replace(microsecond=0)
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    scheduler.sync_schedules(now)  # armed at now: its next occurrence is its next run
+    JobFactory.create_batch(2, queue="emails", run_at=now - dt.timedelta(minutes=7))
+    JobFactory(run_at=now + dt.timedelta(hours=1))
+    finished("testapp.record", JobStatus.FAILED, dt.timedelta(minutes=3), now=now)
+    WorkerFactory(last_seen=now - dt.timedelta(seconds=5))
+    WorkerFactory(last_seen=now - dt.timedelta(hours=1))  # silent
+
+    facts = admin_client.get(URL).context["facts"]
+    out = io.StringIO()
+    call_command("cronqueue_status", "--json", stdout=out)
+    status = json.loads(out.getvalue())
+
+    assert facts.now == now
+    assert (
+        status["counts"]
+        == facts.counts
+        == {
+            "pending": 3,
+            "running": 0,
+            "succeeded": 0,
+            "failed": 1,
+            "cancelled": 0,
+        }
+    )
+    assert status["oldest_pending"]["id"] == facts.oldest_pending.id
+    assert status["oldest_pending"]["age_seconds"] == facts.oldest_pending.age_seconds == 420
+    alive = [worker["id"] for worker in status["workers"] if worker["alive"]]
+    assert alive == [live.worker.id for live in facts.live_workers]
+    assert len(alive) == 1 and facts.silent_workers == 1
+    next_runs = {schedule["name"]: schedule["next_run"] for schedule in status["schedules"]}
+    assert next_runs == {row.schedule.name: row.next_runs[0].isoformat() for row in facts.schedules}
+    assert next_runs["tests.nightly"] is not None

@@ -403,14 +403,14 @@ def test_actions_are_recorded_in_the_history(admin_client):
 
 
 def test_a_job_that_changed_since_it_was_read_is_reported_as_such():
-    from django_cronqueue.admin import JOB_ACTIONS, apply_job_action
+    from django_cronqueue.admin.jobs import JOB_ACTIONS, apply_job_action
 
     job = failed_job()
     stale = Job.objects.get(pk=job.pk)
     Job.objects.get(pk=job.pk).retry()  # someone else, meanwhile
     outcome = apply_job_action(JOB_ACTIONS["retry"], [stale])
     assert outcome.changed == []
-    assert outcome.skipped == {"changed meanwhile (now pending)": [job.pk]}
+    assert outcome.skipped == {"changed meanwhile (now pending)": [job]}
 
 
 def test_the_app_index_links_to_the_dashboard(admin_client):

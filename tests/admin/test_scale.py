@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import dashboard
+from django_cronqueue import observe
 from django_cronqueue.models import Job, JobStatus
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
 
@@ -68,10 +68,10 @@ def test_job_list_query_count_is_constant(admin_client, params):
 def test_status_counts_are_one_query(admin_client):
     mixed_jobs(20)
     with CaptureQueriesContext(connection) as captured:
-        counts, capped = dashboard.capped_status_counts()
+        counts, capped = observe.capped_status_counts()
     assert len(captured) == 1
     assert (sum(counts.values()), capped) == (20, set())
-    assert counts == dashboard.status_counts()
+    assert counts == observe.status_counts()
     _, queries = queries_for(admin_client, JOBS)
     assert len([sql for sql in queries if "capped_0" in sql]) == 1
 
@@ -79,10 +79,10 @@ def test_status_counts_are_one_query(admin_client):
 def test_status_counts_stop_at_the_cap(admin_client, monkeypatch):
     mixed_jobs(30)  # 6 rows of each status
     JobFactory(status=JobStatus.FAILED)
-    counts, capped = dashboard.capped_status_counts(cap=6)
+    counts, capped = observe.capped_status_counts(cap=6)
     assert capped == {"failed"}
     assert counts == dict.fromkeys(JobStatus.values, 6)
-    monkeypatch.setattr(dashboard, "COUNT_CAP", 6)
+    monkeypatch.setattr(observe, "COUNT_CAP", 6)
     response = admin_client.get(JOBS)
     shown = {item["status"]: item["display"] for item in response.context["cq_status_counts"]}
     assert shown["failed"] == "6+"
@@ -102,7 +102,7 @@ def test_list_does_not_load_payloads_or_tracebacks(admin_client):
 
 def test_large_unfiltered_list_uses_an_estimate_not_count(admin_client, monkeypatch):
     mixed_jobs(5)
-    monkeypatch.setattr(dashboard, "estimated_count", lambda queryset: 2_500_000)
+    monkeypatch.setattr(observe, "estimated_count", lambda queryset: 2_500_000)
     response, queries = queries_for(admin_client, JOBS)
     assert response.context["cl"].result_count == 2_500_000
     assert response.context["cl"].paginator.is_estimate
@@ -124,7 +124,7 @@ def test_filtered_lists_count_at_most_the_cap(admin_client, monkeypatch):
     from django_cronqueue.admin import JobAdmin
 
     mixed_jobs(30)  # 6 failed
-    monkeypatch.setattr(dashboard, "COUNT_CAP", 4)
+    monkeypatch.setattr(observe, "COUNT_CAP", 4)
     monkeypatch.setattr(JobAdmin, "list_per_page", 2)
     response, _ = queries_for(admin_client, JOBS + "?status=failed")
     changelist = response.context["cl"]
@@ -136,8 +136,8 @@ def test_filtered_lists_count_at_most_the_cap(admin_client, monkeypatch):
 
 def test_estimated_count_reads_the_statistics(db):
     mixed_jobs(30)
-    assert dashboard.estimated_count(Job.objects.filter(status="failed")) is None
-    estimate = dashboard.estimated_count(Job.objects.all())
+    assert observe.estimated_count(Job.objects.filter(status="failed")) is None
+    estimate = observe.estimated_count(Job.objects.all())
     if connection.vendor == "sqlite":
         assert estimate is None
     else:
@@ -148,14 +148,14 @@ def test_estimated_count_reads_the_statistics(db):
 
 def test_distinct_values_walk_the_index(db):
     mixed_jobs(30)
-    assert dashboard.distinct_values("name") == [
+    assert observe.distinct_values("name") == [
         "testapp.gone_job",
         "testapp.noop",
         "testapp.record",
     ]
-    assert dashboard.distinct_values("queue") == ["default", "emails"]
+    assert observe.distinct_values("queue") == ["default", "emails"]
     with pytest.raises(ValueError, match="supports name and queue"):
-        dashboard.distinct_values("last_error")
+        observe.distinct_values("last_error")
 
 
 def test_schedule_list_query_count_is_constant(admin_client):

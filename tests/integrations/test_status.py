@@ -1,4 +1,4 @@
-"""django_cronqueue.status and ``manage.py cronqueue_status``."""
+"""django_cronqueue.health (over the read model) and ``manage.py cronqueue_status``."""
 
 import datetime as dt
 import io
@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from django_cronqueue import jobs, status
+from django_cronqueue import health, jobs
 from django_cronqueue.models import Worker
 from django_cronqueue.registry import registry
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
@@ -52,7 +52,7 @@ def test_counts_per_status_and_name():
     JobFactory.create_batch(2, name="testapp.noop", status="succeeded")
     JobFactory(name="testapp.noop", status="running")
 
-    report = status.collect(NOW)
+    report = health.collect(NOW)
 
     assert report.counts == {
         "pending": 3,
@@ -68,7 +68,7 @@ def test_counts_per_status_and_name():
 
 
 def test_an_empty_queue():
-    report = status.collect(NOW)
+    report = health.collect(NOW)
     assert set(report.counts.values()) == {0}
     assert report.counts_by_name == {}
     assert report.oldest_pending is None
@@ -83,9 +83,9 @@ def test_oldest_pending_is_the_due_one_waiting_longest():
     JobFactory(status="pending", run_at=NOW + dt.timedelta(hours=1))  # not due: not late
     JobFactory(status="failed", run_at=NOW - dt.timedelta(days=1))  # not pending
 
-    report = status.collect(NOW)
+    report = health.collect(NOW)
 
-    assert report.oldest_pending == status.OldestPending(
+    assert report.oldest_pending == health.OldestPending(
         id=oldest.pk,
         name="testapp.noop",
         queue="default",
@@ -97,7 +97,7 @@ def test_oldest_pending_is_the_due_one_waiting_longest():
 
 def test_collect_needs_an_aware_now():
     with pytest.raises(ValueError, match="aware"):
-        status.collect(dt.datetime(2026, 1, 1))
+        health.collect(dt.datetime(2026, 1, 1))
 
 
 # --- workers ------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def test_live_workers_are_those_seen_within_three_leases(settings):
     edge = WorkerFactory(last_seen=NOW - dt.timedelta(seconds=30))
     dead = WorkerFactory(last_seen=NOW - dt.timedelta(seconds=31))
 
-    report = status.collect(NOW)
+    report = health.collect(NOW)
 
     assert [(w.id, w.alive) for w in report.workers] == [
         (fresh.id, True),
@@ -128,7 +128,7 @@ def test_a_schedule_whose_next_occurrence_was_not_created_is_overdue(every_five_
     CronScheduleFactory(
         name=SCHEDULE, expression="*/5 * * * *", cursor=NOW - dt.timedelta(minutes=30)
     )
-    [schedule] = status.collect(NOW).schedules
+    [schedule] = health.collect(NOW).schedules
     assert schedule.overdue
     assert schedule.defined
     assert schedule.next_run == NOW - dt.timedelta(minutes=25)
@@ -140,16 +140,16 @@ def test_a_schedule_within_its_grace_period_is_not_overdue(every_five_minutes):
         name=SCHEDULE, expression="*/5 * * * *", cursor=NOW - dt.timedelta(minutes=4)
     )
     later = NOW + dt.timedelta(seconds=90)
-    [schedule] = status.collect(later, schedule_grace=120).schedules
+    [schedule] = health.collect(later, schedule_grace=120).schedules
     assert schedule.next_run == NOW
     assert not schedule.overdue
-    [schedule] = status.collect(later, schedule_grace=60).schedules
+    [schedule] = health.collect(later, schedule_grace=60).schedules
     assert (schedule.overdue, schedule.overdue_seconds) == (True, 90.0)
 
 
 def test_an_up_to_date_schedule_is_not_overdue(every_five_minutes):
     CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=NOW)
-    [schedule] = status.collect(NOW).schedules
+    [schedule] = health.collect(NOW).schedules
     assert not schedule.overdue
     assert schedule.next_run == NOW + dt.timedelta(minutes=5)
 
@@ -160,7 +160,7 @@ def test_paused_and_inactive_schedules_are_never_overdue(every_five_minutes):
     CronScheduleFactory(
         name="status_tests.removed", cursor=long_ago, next_run=long_ago, active=False
     )
-    report = status.collect(NOW)
+    report = health.collect(NOW)
     assert [(s.name, s.overdue, s.defined) for s in report.schedules] == [
         (SCHEDULE, False, True),
         ("status_tests.removed", False, False),
@@ -168,7 +168,7 @@ def test_paused_and_inactive_schedules_are_never_overdue(every_five_minutes):
 
 
 def test_a_schedule_no_scheduler_has_seen_yet_is_listed_unarmed(every_five_minutes):
-    [schedule] = status.collect(NOW).schedules
+    [schedule] = health.collect(NOW).schedules
     assert (schedule.name, schedule.cursor, schedule.overdue) == (SCHEDULE, None, False)
     assert schedule.next_run == NOW + dt.timedelta(minutes=5)
 
@@ -179,7 +179,7 @@ def test_a_row_without_code_falls_back_to_its_stored_next_run():
         cursor=NOW - dt.timedelta(hours=1),
         next_run=NOW - dt.timedelta(minutes=10),
     )
-    [schedule] = status.collect(NOW).schedules
+    [schedule] = health.collect(NOW).schedules
     assert (schedule.defined, schedule.overdue) == (False, True)
 
 
@@ -190,7 +190,7 @@ def test_a_healthy_queue_has_no_problems(every_five_minutes):
     WorkerFactory(last_seen=NOW)
     CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=NOW)
     JobFactory(status="pending", run_at=NOW - dt.timedelta(seconds=10))
-    assert status.problems(status.collect(NOW)) == []
+    assert health.problems(health.collect(NOW)) == []
 
 
 def test_each_problem_is_reported(every_five_minutes, settings):
@@ -199,7 +199,7 @@ def test_each_problem_is_reported(every_five_minutes, settings):
     CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=NOW - dt.timedelta(hours=1))
     late = JobFactory(status="pending", run_at=NOW - dt.timedelta(seconds=400))
 
-    found = status.problems(status.collect(NOW), max_pending_age=300)
+    found = health.problems(health.collect(NOW), max_pending_age=300)
 
     assert len(found) == 3
     assert found[0].startswith("0 live worker(s), expected at least 1")
@@ -213,10 +213,10 @@ def test_each_problem_is_reported(every_five_minutes, settings):
 
 def test_the_checks_can_be_relaxed():
     JobFactory(status="pending", run_at=NOW - dt.timedelta(hours=1))
-    report = status.collect(NOW)
-    assert status.problems(report, max_pending_age=None, min_workers=0) == []
-    assert status.problems(report, max_pending_age=3601, min_workers=0) == []
-    assert len(status.problems(report, max_pending_age=3599, min_workers=0)) == 1
+    report = health.collect(NOW)
+    assert health.problems(report, max_pending_age=None, min_workers=0) == []
+    assert health.problems(report, max_pending_age=3601, min_workers=0) == []
+    assert len(health.problems(report, max_pending_age=3599, min_workers=0)) == 1
 
 
 # --- the command --------------------------------------------------------------------
@@ -290,21 +290,21 @@ def test_command_check_min_workers_zero_allows_no_workers():
 @pytest.mark.django_db(transaction=True)
 def test_a_running_worker_is_live_and_gone_after_it_stops(runjobs):
     worker = runjobs.start(settings={"LEASE": 3, "POLL_INTERVAL": 0.2})
-    wait_until(lambda: status.collect().live_workers, timeout=30)
+    wait_until(lambda: health.collect().live_workers, timeout=30)
     job = test_jobs.record.enqueue(key="seen")
-    wait_until(lambda: status.collect().counts["succeeded"] == 1, timeout=30)
+    wait_until(lambda: health.collect().counts["succeeded"] == 1, timeout=30)
 
-    report = status.collect()
+    report = health.collect()
     [live] = report.live_workers
     assert live.pid == worker.pid
-    assert status.problems(report) == []
+    assert health.problems(report) == []
     assert report.counts_by_name == {"testapp.record": {"succeeded": 1}}
     first_seen = Worker.objects.get().last_seen
     wait_until(lambda: Worker.objects.get().last_seen > first_seen, timeout=10)  # heartbeat
 
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, runjobs.log(0)
-    assert status.collect().workers == []
+    assert health.collect().workers == []
     assert job.pk
 
 
@@ -314,7 +314,7 @@ def test_command_fails_when_the_database_is_unreachable(monkeypatch):
     def broken(**kwargs):
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(status, "collect", broken)
+    monkeypatch.setattr(health, "collect", broken)
     with pytest.raises(CommandError, match=r"database is not reachable.*connection refused") as e:
         run_status("--check", "--json")
     assert e.value.returncode == 1

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
+
+if TYPE_CHECKING:
+    from django_cronqueue.health import StatusReport
 
 
 def non_negative_float(text: str) -> float:
@@ -24,7 +27,7 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        from django_cronqueue.status import DEFAULT_MAX_PENDING_AGE, DEFAULT_SCHEDULE_GRACE
+        from django_cronqueue.health import DEFAULT_MAX_PENDING_AGE, DEFAULT_SCHEDULE_GRACE
 
         parser.add_argument("--json", action="store_true", help="Print JSON.")
         parser.add_argument(
@@ -58,17 +61,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from django_cronqueue import status
+        from django_cronqueue import health
 
         try:
-            report = status.collect(schedule_grace=options["schedule_grace"])
+            report = health.collect(schedule_grace=options["schedule_grace"])
         except DatabaseError as exc:
             reason = f"the database is not reachable: {type(exc).__name__}: {exc}".strip()
             if options["json"]:
                 self.stdout.write(json.dumps({"problems": [reason]}, indent=2))
             raise CommandError(reason, returncode=1) from None
         if options["check"]:
-            report.problems = status.problems(
+            report.problems = health.problems(
                 report,
                 max_pending_age=options["max_pending_age"],
                 min_workers=options["min_workers"],
@@ -84,7 +87,7 @@ class Command(BaseCommand):
                 f"cronqueue is unhealthy ({len(report.problems)} problem(s))", returncode=1
             )
 
-    def _print(self, report: Any, *, checked: bool) -> None:
+    def _print(self, report: StatusReport, *, checked: bool) -> None:
         write = self.stdout.write
         write(f"Jobs at {report.now.isoformat()}")
         write("  " + "  ".join(f"{name}={count}" for name, count in report.counts.items()))

@@ -1,0 +1,20 @@
+"""The Django admin for jobs and cron schedules, and the queue dashboard.
+
+Operators see and steer; they never edit a row. Every state change is a CSRF-protected
+POST that needs the ``change_job`` (or ``change_cronschedule``) permission and goes
+through the library's own methods (``actions``). Every text shown is escaped
+(``format_html`` and templates). The job list stays fast on millions of rows: constant
+query count, one aggregate for the status counts, and no COUNT(*) over the whole table
+(``filters``). Every fact shown is read from ``django_cronqueue.observe``.
+"""
+
+from django.contrib import admin
+
+from ..models import CronSchedule, Job
+from .jobs import JobAdmin
+from .schedules import CronScheduleAdmin
+
+admin.site.register(Job, JobAdmin)
+admin.site.register(CronSchedule, CronScheduleAdmin)
+
+__all__ = ["CronScheduleAdmin", "JobAdmin"]

@@ -1,0 +1,291 @@
+"""The queue dashboard: status counts, the outcomes of each hour per job name as
+server-rendered SVG bar charts, queue depth, the oldest due pending job, live workers
+and the next runs of every schedule.
+
+Every fact comes from the read model (``observe``), read once per page as
+``DashboardFacts``; this module owns only how they are drawn: the chart geometry (numbers
+written by Python, never localized) and the template's context.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.admin.utils import quote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
+
+from .. import observe
+from ..models import CronSchedule, Job, JobStatus
+from .base import ReadOnlyAdmin
+from .renderers import count_text, local_time, relative, status_pill, zone
+
+ONE_HOUR = dt.timedelta(hours=1)
+TICK_EVERY_HOURS = 3
+
+
+@dataclass
+class DashboardFacts:
+    """What the dashboard shows, as of ``now``."""
+
+    now: dt.datetime
+    counts: dict[str, int]
+    capped: set[str]  # statuses with more rows than observe.COUNT_CAP
+    failed_recently: int
+    oldest_pending: observe.OldestPending | None
+    live_workers: list[observe.LiveWorker]
+    silent_workers: int
+    queues: list[observe.QueueDepth]
+    schedules: list[observe.ScheduleRow]
+    outcomes: observe.HourlyOutcomes
+
+
+def read_facts(now: dt.datetime) -> DashboardFacts:
+    counts, capped = observe.capped_status_counts()
+    live, silent = observe.live_workers(now)
+    return DashboardFacts(
+        now=now,
+        counts=counts,
+        capped=capped,
+        failed_recently=observe.failed_since(now),
+        oldest_pending=observe.oldest_pending(now),
+        live_workers=live,
+        silent_workers=silent,
+        queues=observe.queue_depths(now),
+        schedules=observe.schedule_overview(now),
+        outcomes=observe.hourly_outcomes(now),
+    )
+
+
+# --- the charts ---------------------------------------------------------------------
+
+
+@dataclass
+class Bar:
+    hour: dt.datetime
+    succeeded: int
+    failed: int
+    x: float = 0
+    succeeded_y: float = 0
+    succeeded_height: float = 0
+    failed_y: float = 0
+    failed_height: float = 0
+    width: float = 0
+    slot_width: float = 0
+    label: str = ""
+
+
+@dataclass
+class NameSeries:
+    name: str
+    bars: list[Bar]
+    succeeded: int
+    failed: int
+    peak: int
+    defined: bool
+
+
+@dataclass
+class Chart:
+    """Geometry for the server-rendered SVG bar charts (numbers only; every text is
+    escaped where it is written)."""
+
+    width: int = 480
+    height: int = 64
+    bar_width: float = 0
+    hours: list[dt.datetime] = field(default_factory=list)
+    series: list[NameSeries] = field(default_factory=list)
+
+
+def outcome_chart(outcomes: observe.HourlyOutcomes) -> Chart:
+    """One bar chart per job name, each scaled to its own busiest hour."""
+    chart = Chart(hours=outcomes.hours)
+    chart.bar_width = chart.width / len(outcomes.hours)
+    chart.series = [
+        NameSeries(
+            name=line.name,
+            bars=[_bar(chart, index, line.peak, hour) for index, hour in enumerate(line.hours)],
+            succeeded=line.succeeded,
+            failed=line.failed,
+            peak=line.peak,
+            defined=line.defined,
+        )
+        for line in outcomes.names
+    ]
+    return chart
+
+
+def _bar(chart: Chart, index: int, peak: int, counts: observe.HourOutcomes) -> Bar:
+    scale = (chart.height - 2) / peak if peak else 0
+    bar = Bar(counts.hour, counts.succeeded, counts.failed)
+    local = timezone.localtime(bar.hour)
+    bar.label = f"{local:%a %H:%M}-{timezone.localtime(bar.hour + ONE_HOUR):%H:%M}"
+    bar.x = round(index * chart.bar_width, 2)
+    bar.slot_width = round(chart.bar_width, 2)
+    bar.width = round(max(chart.bar_width - 2, 1), 2)
+    # a bar of at least one pixel for any run, however busy the busiest hour
+    bar.succeeded_height = max(round(bar.succeeded * scale, 2), 1) if bar.succeeded else 0
+    bar.failed_height = max(round(bar.failed * scale, 2), 1) if bar.failed else 0
+    bar.failed_y = round(chart.height - bar.failed_height, 2)
+    bar.succeeded_y = round(bar.failed_y - bar.succeeded_height, 2)
+    return bar
+
+
+def chart_ticks(chart: Chart) -> list[dict[str, Any]]:
+    return [
+        {"x": round(i * chart.bar_width, 2), "label": timezone.localtime(hour).strftime("%H:00")}
+        for i, hour in enumerate(chart.hours)
+        if i % TICK_EVERY_HOURS == 0
+    ]
+
+
+def _rect(x: float, y: float, width: float, height: float, kind: str) -> SafeString:
+    return format_html(
+        '<rect x="{}" y="{}" width="{}" height="{}" class="cq-bar-{}"></rect>',
+        x,
+        y,
+        width,
+        height,
+        kind,
+    )
+
+
+def chart_svg(chart: Chart, line: NameSeries, ticks: list[dict[str, Any]]) -> SafeString:
+    """One job name's hourly bars as inline SVG: numbers written by Python (never
+    localized: no decimal commas in coordinates), every text escaped by format_html."""
+    full = chart.height + 14
+    bars = format_html_join(
+        "",
+        '<g><title>{}</title><rect x="{}" y="0" width="{}" height="{}" class="cq-hover"></rect>'
+        "{}{}</g>",
+        (
+            (
+                f"{bar.label}: {bar.succeeded} succeeded, {bar.failed} failed",
+                bar.x,
+                bar.slot_width,
+                chart.height,
+                _rect(bar.x, bar.succeeded_y, bar.width, bar.succeeded_height, "succeeded")
+                if bar.succeeded
+                else "",
+                _rect(bar.x, bar.failed_y, bar.width, bar.failed_height, "failed")
+                if bar.failed
+                else "",
+            )
+            for bar in line.bars
+        ),
+    )
+    labels = format_html_join(
+        "",
+        '<text x="{}" y="{}" class="cq-tick">{}</text>',
+        ((tick["x"], chart.height + 12, tick["label"]) for tick in ticks),
+    )
+    return format_html(
+        '<svg class="cq-chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
+        'aria-label="{}: {} succeeded and {} failed in the last 24 hours">'
+        '<line x1="0" y1="{}" x2="{}" y2="{}" class="cq-axis"></line>{}{}</svg>',
+        chart.width,
+        full,
+        chart.width,
+        full,
+        line.name,
+        line.succeeded,
+        line.failed,
+        chart.height,
+        chart.width,
+        chart.height,
+        bars,
+        labels,
+    )
+
+
+# --- the page -----------------------------------------------------------------------
+
+
+def dashboard_view(model_admin: ReadOnlyAdmin[Job], request: HttpRequest) -> HttpResponse:
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    facts = read_facts(timezone.now())
+    site = model_admin.admin_site
+    changelist = reverse("admin:django_cronqueue_job_changelist", current_app=site.name)
+    schedule_admin = site._registry.get(CronSchedule)
+    link_schedules = schedule_admin is not None and schedule_admin.has_view_permission(request)
+    chart = outcome_chart(facts.outcomes)
+    ticks = chart_ticks(chart)
+    oldest = facts.oldest_pending
+    context = {
+        **site.each_context(request),
+        "title": "Job queue dashboard",
+        "opts": model_admin.opts,
+        "now": facts.now,
+        "facts": facts,
+        "chart": chart,
+        "charts": [{"line": line, "svg": chart_svg(chart, line, ticks)} for line in chart.series],
+        "queues": facts.queues,
+        "oldest": oldest,
+        "oldest_age": timesince(oldest.run_at, facts.now, depth=2) if oldest else "",
+        "workers": [_worker_item(live, facts.now) for live in facts.live_workers],
+        "silent_workers": facts.silent_workers,
+        "schedules": [
+            _schedule_item(row, facts.now, site.name if link_schedules else None)
+            for row in facts.schedules
+        ],
+        "status_counts": [
+            {
+                "status": status,
+                "label": label,
+                "count": count_text(facts.counts[status], status in facts.capped),
+                "url": f"{changelist}?status={status}",
+            }
+            for status, label in JobStatus.choices
+        ],
+        "changelist_url": changelist,
+        "failed_recently_url": f"{changelist}?failed=24h",
+        "failed_recently": facts.failed_recently,
+        "media": model_admin.media,
+    }
+    request.current_app = site.name
+    return TemplateResponse(request, "django_cronqueue/admin/dashboard.html", context)
+
+
+def _worker_item(live: observe.LiveWorker, now: dt.datetime) -> dict[str, Any]:
+    worker = live.worker
+    return {
+        "worker": worker,
+        "running": live.running,
+        "seen": relative(worker.last_seen, now),
+        "up": timesince(worker.started_at, now, depth=2),
+        "queues": ", ".join(worker.queues) if worker.queues else "all",
+    }
+
+
+def _schedule_item(row: observe.ScheduleRow, now: dt.datetime, site: str | None) -> dict[str, Any]:
+    """A schedule's line; ``site`` names the admin site to link it to (None: no link)."""
+    schedule = row.schedule
+    schedule_zone = zone(schedule.tz)
+    return {
+        "row": schedule,
+        "description": row.description,
+        "next_runs": [
+            {"local": local_time(instant, schedule_zone), "relative": relative(instant, now)}
+            for instant in row.next_runs
+        ],
+        "last": local_time(schedule.last_occurrence, schedule_zone)
+        if schedule.last_occurrence
+        else "",
+        "last_status": status_pill(getattr(schedule, "last_job_status", None)),
+        "url": reverse(
+            "admin:django_cronqueue_cronschedule_change",
+            args=[quote(schedule.pk)],
+            current_app=site,
+        )
+        if site is not None
+        else "",
+    }

@@ -1,0 +1,493 @@
+"""The Job admin: the list (status counts, filters, a search that stays on indexes) and
+the detail page (pretty payload, the full traceback, timestamps, the lease holder), with
+the actions and buttons Retry, Cancel and Run now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.text import smart_split, unescape_string_literal
+
+from .. import observe
+from ..conf import database_alias
+from ..models import Job, JobStatus, Worker
+from ..registry import registry
+from . import dashboard
+from .actions import Action, Noun, Outcome
+from .base import ReadOnlyAdmin
+from .filters import (
+    ERROR_CHARS,
+    FailedRecentlyFilter,
+    JobChangeList,
+    JobPaginator,
+    NameFilter,
+    QueueFilter,
+    StatusFilter,
+)
+from .renderers import (
+    compact_time,
+    count_text,
+    detail_time,
+    local_time,
+    orphan_badge,
+    preformatted,
+    pretty_json,
+    relative,
+    status_pill,
+    zone,
+)
+
+UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
+#: A message lists at most this many job ids ("#1, #2 and 40 more").
+MAX_IDS_IN_MESSAGE = 10
+JOB: Noun[Job] = Noun("job", lambda job: f"#{job.pk}", MAX_IDS_IN_MESSAGE)
+
+
+@dataclass(frozen=True)
+class JobAction(Action):
+    """An action on jobs, applicable to the jobs of some statuses only."""
+
+    applies_to: frozenset[str]
+    applies_text: str
+    button_class: str = ""
+
+
+JOB_ACTIONS = {
+    action.key: action
+    for action in (
+        JobAction(
+            "retry",
+            "Retry",
+            "Retried",
+            frozenset({JobStatus.FAILED, JobStatus.CANCELLED}),
+            "only failed or cancelled jobs can be retried",
+            "cq-primary",
+        ),
+        JobAction(
+            "cancel",
+            "Cancel",
+            "Cancelled",
+            frozenset({JobStatus.PENDING}),
+            "only pending jobs can be cancelled",
+            "cq-danger",
+        ),
+        JobAction(
+            "run_now",
+            "Run now",
+            "Made {} due now",
+            frozenset({JobStatus.PENDING}),
+            "only pending jobs can be run now",
+        ),
+    )
+}
+
+
+def apply_job_action(action: JobAction, jobs: Iterable[Job], *, reason: str = "") -> Outcome[Job]:
+    """Run one lifecycle method per job; collect what changed and why the rest did not."""
+    outcome: Outcome[Job] = Outcome()
+    lost: list[Job] = []
+    for job in jobs:
+        if job.status not in action.applies_to:
+            outcome.skip(f"{job.status}: {action.applies_text}", job)
+        elif _apply(action, job, reason):
+            outcome.change(job)
+        else:
+            lost.append(job)
+    if lost:  # it was applicable when read: find out what got in the way
+        statuses = dict(
+            observe.jobs().filter(pk__in=[job.pk for job in lost]).values_list("pk", "status")
+        )
+        for job in lost:
+            outcome.skip(_why_refused(action, job, statuses.get(job.pk)), job)
+    return outcome
+
+
+def _apply(action: JobAction, job: Job, reason: str) -> bool:
+    """The job's own lifecycle method: False when the row was no longer as read."""
+    if action.key == "cancel":
+        return job.cancel(reason=reason)
+    changed: bool = getattr(job, action.key)()
+    return changed
+
+
+def _why_refused(action: JobAction, job: Job, status_now: str | None) -> str:
+    if status_now is None:
+        return "deleted meanwhile"
+    if status_now != job.status:
+        return f"changed meanwhile (now {status_now})"
+    if action.key == "retry":
+        return "another pending or running job of the same name holds its dedupe key"
+    return "refused by the lifecycle"
+
+
+def search_word(bit: str) -> str:
+    """A word of a search, its quotes removed as Django's admin search does."""
+    if len(bit) >= 2 and bit[0] in "\"'" and bit[0] == bit[-1]:
+        return unescape_string_literal(bit)
+    return bit
+
+
+class JobAdmin(ReadOnlyAdmin[Job]):
+    change_list_template = "django_cronqueue/admin/job_change_list.html"
+    change_form_template = "django_cronqueue/admin/job_change_form.html"
+    list_display = [
+        "id",
+        "status_display",
+        "name_display",
+        "queue",
+        "attempts_display",
+        "run_at_display",
+        "scheduled_for_display",
+        "error_display",
+    ]
+    list_display_links = ["id"]
+    list_filter = [StatusFilter, FailedRecentlyFilter, NameFilter, QueueFilter]
+    search_fields = ["=id", "name", "=dedupe_key", "last_error"]  # see get_search_results
+    search_help_text = (
+        "A job id, an exact dedupe key, part of a name, or part of the error (of jobs that "
+        "did not succeed, unless the list is filtered by status)."
+    )
+    sortable_by = ["id"]  # sorting by other columns would sort the whole table
+    show_full_result_count = False
+    paginator = JobPaginator
+    list_per_page = 100
+    actions = ["retry_jobs", "cancel_jobs", "run_jobs_now"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "name_display",
+                    "status_display",
+                    "queue",
+                    "priority",
+                    "attempts_display",
+                    "dedupe_key",
+                    "schedule_display",
+                ]
+            },
+        ),
+        (
+            "When",
+            {"fields": ["created", "due", "occurrence", "started", "finished"]},
+        ),
+        ("Lease", {"fields": ["lease_holder", "lease_expiry"]}),
+        ("Payload and result", {"fields": ["payload_display", "result_display"]}),
+        ("Last failure", {"fields": ["full_error", "traceback_display"]}),
+    ]
+    readonly_fields = [
+        "name_display",
+        "status_display",
+        "queue",
+        "priority",
+        "attempts_display",
+        "dedupe_key",
+        "schedule_display",
+        "created",
+        "due",
+        "occurrence",
+        "started",
+        "finished",
+        "lease_holder",
+        "lease_expiry",
+        "payload_display",
+        "result_display",
+        "full_error",
+        "traceback_display",
+    ]
+
+    # -- list columns
+
+    @admin.display(description="status")
+    def status_display(self, job: Job) -> str:
+        return status_pill(job.status)
+
+    @admin.display(description="name")
+    def name_display(self, job: Job) -> str:
+        if job.name in registry:
+            return job.name
+        return format_html("{} {}", job.name, orphan_badge())
+
+    @admin.display(description="attempts")
+    def attempts_display(self, job: Job) -> str:
+        return f"{job.attempts}/{job.max_attempts}"
+
+    @admin.display(description="run at")
+    def run_at_display(self, job: Job) -> str:
+        return compact_time(job.run_at)
+
+    @admin.display(description="scheduled for")
+    def scheduled_for_display(self, job: Job) -> str:
+        return compact_time(job.scheduled_for)
+
+    @admin.display(description="last error")
+    def error_display(self, job: Job) -> str:
+        text = getattr(job, "error_head", None)
+        if text is None:
+            text = job.last_error
+        line = text.strip().splitlines()[0] if text.strip() else ""
+        if not line:
+            return ""
+        short = line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
+        return format_html('<span class="cq-error" title="{}">{}</span>', line, short)
+
+    # -- detail fields
+
+    @admin.display(description="schedule")
+    def schedule_display(self, job: Job) -> str:
+        schedule = observe.schedules().filter(name=job.name).only("pk", "name", "tz").first()
+        if schedule is None:
+            return "-" if job.scheduled_for is None else "an occurrence of a schedule since removed"
+        link = format_html(
+            '<a href="{}">{}</a>',
+            reverse(
+                "admin:django_cronqueue_cronschedule_change",
+                args=[quote(schedule.pk)],
+                current_app=self.admin_site.name,
+            ),
+            schedule.name,
+        )
+        if job.scheduled_for is None:
+            return format_html("a manual run of the cron schedule {}", link)
+        return format_html(
+            "the occurrence at {} of the cron schedule {}",
+            local_time(job.scheduled_for, zone(schedule.tz)),
+            link,
+        )
+
+    @admin.display(description="created")
+    def created(self, job: Job) -> str:
+        return detail_time(job.created_at)
+
+    @admin.display(description="run at")
+    def due(self, job: Job) -> str:
+        return detail_time(job.run_at)
+
+    @admin.display(description="scheduled for")
+    def occurrence(self, job: Job) -> str:
+        return detail_time(job.scheduled_for)
+
+    @admin.display(description="started (last attempt)")
+    def started(self, job: Job) -> str:
+        return detail_time(job.started_at)
+
+    @admin.display(description="finished")
+    def finished(self, job: Job) -> str:
+        return detail_time(job.finished_at)
+
+    @admin.display(description="lease expiry")
+    def lease_expiry(self, job: Job) -> str:
+        return detail_time(job.locked_until)
+
+    @admin.display(description="lease holder")
+    def lease_holder(self, job: Job) -> str:
+        if not job.worker_id:
+            return "-"
+        if job.status != JobStatus.RUNNING:
+            return format_html("none (last run by {})", job.worker_id)
+        worker = (
+            Worker.objects.using(database_alias())
+            .filter(pk=job.worker_id)
+            .values_list("hostname", "pid", "last_seen")
+            .first()
+        )
+        if worker is None:
+            return format_html("{} (no heartbeat row: the worker has stopped)", job.worker_id)
+        hostname, pid, last_seen = worker
+        return format_html(
+            "{} (host {}, pid {}, heartbeat {})",
+            job.worker_id,
+            hostname,
+            pid,
+            relative(last_seen, timezone.now()),
+        )
+
+    @admin.display(description="payload")
+    def payload_display(self, job: Job) -> str:
+        return pretty_json(job.payload)
+
+    @admin.display(description="result")
+    def result_display(self, job: Job) -> str:
+        if job.result is None:
+            return "-"
+        return pretty_json(job.result)
+
+    @admin.display(description="last error")
+    def full_error(self, job: Job) -> str:
+        if not job.last_error:
+            return "-"
+        return preformatted(job.last_error, "error")
+
+    @admin.display(description="traceback")
+    def traceback_display(self, job: Job) -> str:
+        if not job.traceback:
+            return "-"
+        return preformatted(job.traceback, "traceback")
+
+    # -- list page
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        """Each word must match a job's id or dedupe key (exactly: index lookups), a name
+        (by substring, matched against the few distinct names, then looked up by index),
+        or its error text (by substring). Django's default would compare ``UPPER(id::text)``
+        and scan every row for each field; here only the error text is scanned, and
+        unless the list is filtered by status, only among jobs that did not succeed
+        (found through the status index), so a search stays fast on millions of rows."""
+        words = [search_word(bit) for bit in smart_split(search_term)]
+        words = [word for word in words if word]
+        if not words:
+            return queryset, False
+        names = observe.distinct_values("name")
+        status_filtered = bool(request.GET.get("status") or request.GET.get("failed"))
+        for word in words:
+            lowered = word.lower()
+            match = Q(dedupe_key=word)
+            if word.isdigit() and len(word) < 19:
+                match |= Q(pk=int(word))
+            matching_names = [name for name in names if lowered in name.lower()]
+            if matching_names:
+                match |= Q(name__in=matching_names)
+            error = Q(last_error__icontains=word)
+            if not status_filtered:
+                error &= Q(status__in=UNSUCCESSFUL)
+            queryset = queryset.filter(match | error)
+        return queryset, False
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return JobChangeList
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {**self.status_count_links(request), **(extra_context or {})}
+        context["dashboard_url"] = self.dashboard_url()
+        return super().changelist_view(request, context)
+
+    def status_count_links(self, request: HttpRequest) -> dict[str, Any]:
+        """Counts per status (one GROUP BY), within the name and queue filters if set;
+        each links to the list filtered by that status."""
+        if not self.has_view_permission(request):
+            return {}
+        keep = {key: request.GET[key] for key in ("name", "queue") if request.GET.get(key)}
+        queryset = self.get_queryset(request).filter(**keep)
+        counts, capped = observe.capped_status_counts(queryset)
+        current = request.GET.get("status", "")
+        links = [
+            {
+                "status": status,
+                "label": label,
+                "count": counts[status],
+                "display": count_text(counts[status], status in capped),
+                "url": "?" + urlencode({**keep, "status": status}),
+                "current": current == status,
+            }
+            for status, label in JobStatus.choices
+        ]
+        return {
+            "cq_status_counts": links,
+            "cq_total": sum(counts.values()),
+            "cq_total_display": count_text(sum(counts.values()), bool(capped)),
+            "cq_all_url": "?" + urlencode(keep),
+            "cq_all_current": not current,
+            "cq_scope": ", ".join(f"{key} {value}" for key, value in keep.items()),
+        }
+
+    # -- actions (list) and buttons (detail)
+
+    def _run(self, request: HttpRequest, key: str, jobs: Iterable[Job]) -> Outcome[Job]:
+        action = JOB_ACTIONS[key]
+        outcome = apply_job_action(
+            action, jobs, reason=f"cancelled in the admin by {request.user.get_username()}"
+        )
+        self.announce(request, action, JOB, outcome)
+        return outcome
+
+    def _selected(self, queryset: QuerySet[Job]) -> Iterable[Job]:
+        return (
+            queryset.order_by("pk")
+            .only("pk", "name", "status", "dedupe_key")
+            .iterator(chunk_size=500)
+        )
+
+    @admin.action(description="Retry selected jobs (failed or cancelled)", permissions=["change"])
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._run(request, "retry", self._selected(queryset))
+
+    @admin.action(description="Cancel selected jobs (pending)", permissions=["change"])
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._run(request, "cancel", self._selected(queryset))
+
+    @admin.action(description="Run selected jobs now (pending)", permissions=["change"])
+    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._run(request, "run_now", self._selected(queryset))
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        job = self.get_object(request, unquote(object_id)) if request.method == "GET" else None
+        if job is not None:
+            can_change = self.has_change_permission(request, job)
+            context["cq_buttons"] = [
+                {
+                    "label": action.label,
+                    "url": self.url_of(job, action.key.replace("_", "")),
+                    "class": action.button_class,
+                }
+                for action in JOB_ACTIONS.values()
+                if can_change and job.status in action.applies_to
+            ]
+            context["cq_can_change"] = can_change
+            context["cq_orphan"] = job.name not in registry
+        context["dashboard_url"] = self.dashboard_url()
+        return super().change_view(request, object_id, form_url, context)
+
+    def get_urls(self) -> list[URLPattern]:
+        def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+            return self.admin_site.admin_view(view)
+
+        def button(key: str) -> Callable[..., HttpResponse]:
+            def view(request: HttpRequest, object_id: str) -> HttpResponse:
+                return self.object_button_view(
+                    request, object_id, lambda job: self._run(request, key, [job])
+                )
+
+            return view
+
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "dashboard/",
+                wrap(self.dashboard_view),
+                name=f"{info[0]}_{info[1]}_dashboard",
+            ),
+            *(
+                path(
+                    f"<path:object_id>/{key.replace('_', '-')}/",
+                    wrap(button(key)),
+                    name=f"{info[0]}_{info[1]}_{key.replace('_', '')}",
+                )
+                for key in JOB_ACTIONS
+            ),
+            *super().get_urls(),
+        ]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return dashboard.dashboard_view(self, request)

@@ -1,0 +1,135 @@
+"""The state of the queue at a glance, and whether it is healthy: what ``manage.py
+cronqueue_status`` prints and what its ``--check`` probes.
+
+``collect(now)`` gathers the facts of the read model (``observe``) into a ``StatusReport``:
+job counts per status and name, the oldest due pending job, every cron schedule with its
+next run and whether it is overdue, and the workers with their heartbeats.
+``problems(report, ...)`` turns it into the reasons a health probe should fail.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from . import observe
+from .conf import get_settings
+from .observe import (
+    DEFAULT_SCHEDULE_GRACE,
+    LIVE_WORKER_LEASES,
+    OldestPending,
+    ScheduleStatus,
+    WorkerStatus,
+)
+
+DEFAULT_MAX_PENDING_AGE = 300.0
+
+__all__ = [
+    "DEFAULT_MAX_PENDING_AGE",
+    "DEFAULT_SCHEDULE_GRACE",
+    "OldestPending",
+    "ScheduleStatus",
+    "StatusReport",
+    "WorkerStatus",
+    "collect",
+    "problems",
+]
+
+
+@dataclass
+class StatusReport:
+    now: dt.datetime
+    counts: dict[str, int]  # status -> rows
+    counts_by_name: dict[str, dict[str, int]]  # name -> status -> rows
+    oldest_pending: OldestPending | None  # the due pending row waiting longest
+    oldest_pending_by_queue: dict[str, float]  # queue -> age in seconds
+    schedules: list[ScheduleStatus]
+    workers: list[WorkerStatus]
+    lease: float
+    schedule_grace: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def live_workers(self) -> list[WorkerStatus]:
+        return [worker for worker in self.workers if worker.alive]
+
+    @property
+    def overdue_schedules(self) -> list[ScheduleStatus]:
+        return [schedule for schedule in self.schedules if schedule.overdue]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (datetimes as ISO 8601 strings)."""
+        return {key: _jsonable(value) for key, value in asdict(self).items()}
+
+
+def collect(
+    now: dt.datetime | None = None, *, schedule_grace: float = DEFAULT_SCHEDULE_GRACE
+) -> StatusReport:
+    """Read the state of the queue as of ``now`` (aware; default: the current time)."""
+    if now is None:
+        now = timezone.now()
+    elif timezone.is_naive(now):
+        raise ValueError("collect(now=...) needs an aware datetime.")
+    lease = float(get_settings().LEASE)
+    counts, by_name = observe.counts_per_status_and_name()
+    return StatusReport(
+        now=now,
+        counts=counts,
+        counts_by_name=by_name,
+        oldest_pending=observe.oldest_pending(now),
+        oldest_pending_by_queue=observe.oldest_pending_by_queue(now),
+        schedules=observe.schedule_statuses(now, schedule_grace),
+        workers=observe.workers(now, lease),
+        lease=lease,
+        schedule_grace=schedule_grace,
+    )
+
+
+def problems(
+    report: StatusReport,
+    *,
+    max_pending_age: float | None = DEFAULT_MAX_PENDING_AGE,
+    min_workers: int = 1,
+) -> list[str]:
+    """Why a health check should fail, one sentence each; empty when healthy.
+
+    - fewer than ``min_workers`` live workers (0 turns this off);
+    - a schedule is overdue;
+    - the oldest due pending job has waited more than ``max_pending_age`` seconds
+      (None turns this off).
+    """
+    found = []
+    alive = len(report.live_workers)
+    if alive < min_workers:
+        window = observe.live_window(report.lease)
+        found.append(
+            f"{alive} live worker(s), expected at least {min_workers}: no runjobs process "
+            f"has sent a heartbeat in the last {window:g}s ({LIVE_WORKER_LEASES} x LEASE)."
+        )
+    for schedule in report.overdue_schedules:
+        found.append(
+            f"cron schedule {schedule.name} is overdue: its occurrence at "
+            f"{schedule.next_run.isoformat() if schedule.next_run else '?'} was not created "
+            f"({schedule.overdue_seconds:.0f}s ago, grace {report.schedule_grace:g}s); "
+            "is a runjobs process with the scheduler running?"
+        )
+    oldest = report.oldest_pending
+    if max_pending_age is not None and oldest is not None and oldest.age_seconds > max_pending_age:
+        found.append(
+            f"the oldest due pending job ({oldest.name} #{oldest.id}, queue {oldest.queue}) "
+            f"has waited {oldest.age_seconds:.0f}s, over --max-pending-age {max_pending_age:g}s."
+        )
+    return found
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
+    return value
