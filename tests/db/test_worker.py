@@ -172,27 +172,6 @@ def test_a_capped_name_at_its_cap_does_not_starve_other_jobs():
     assert [job.name for job in claimed] == ["testapp.record"]
 
 
-def test_completion_is_guarded_by_the_lease_token():
-    job = jobs.enqueue(test_jobs.record, {"key": "k"})
-    now = timezone.now()
-    [first_claim] = claim_due(now, queues=None, limit=1, worker_id="w1")
-    # The lease expires and another worker claims the job again.
-    later = now + dt.timedelta(minutes=5)
-    maintenance.recover_expired_leases(later)
-    [second_claim] = claim_due(later, queues=None, limit=1, worker_id="w2")
-    assert second_claim.attempts == 2
-    assert lifecycle.complete_success(first_claim, now=later) is False
-    assert (
-        lifecycle.complete_failure(first_claim, RuntimeError("late"), now=later, definition=None)
-        == "discarded"
-    )
-    job.refresh_from_db()
-    assert (job.status, job.worker_id) == ("running", "w2")
-    assert lifecycle.complete_success(second_claim, now=later) is True
-    job.refresh_from_db()
-    assert job.status == "succeeded"
-
-
 def test_expired_lease_sends_the_job_back_to_pending_due_at_once():
     job = jobs.enqueue(test_jobs.record, {"key": "k"})
     now = timezone.now()
@@ -276,14 +255,6 @@ def test_pruning_runs_hourly():
         assert Job.objects.count() == 0
 
 
-def test_release_unstarted_undoes_the_claim():
-    job = jobs.enqueue(test_jobs.record, {"key": "k"})
-    claimed = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
-    assert lifecycle.release_unstarted(claimed) == 1
-    job.refresh_from_db()
-    assert (job.status, job.attempts, job.lock_token, job.worker_id) == ("pending", 0, None, "")
-
-
 def test_retry_cancel_and_run_now():
     failed = jobs.enqueue(test_jobs.always_fails)
     for _ in range(3):
@@ -307,16 +278,6 @@ def test_retry_cancel_and_run_now():
     assert later.run_now() is False
     assert later.retry() is True
     assert jobs.tick().claimed == 2
-
-
-def test_retry_of_a_job_whose_dedupe_key_is_taken_again_is_refused():
-    first = jobs.enqueue(test_jobs.record, {"key": "a"}, dedupe_key="same")
-    first.cancel()
-    second = jobs.enqueue(test_jobs.record, {"key": "b"}, dedupe_key="same")
-    assert second.pk != first.pk
-    assert first.retry() is False
-    first.refresh_from_db()
-    assert first.status == "cancelled"
 
 
 def test_tick_needs_an_aware_now():
