@@ -7,7 +7,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import jobs, lifecycle, maintenance
+from django_cronqueue import jobs, lifecycle
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, NameLock
 from tests.factories import JobFactory
@@ -170,78 +170,6 @@ def test_a_capped_name_at_its_cap_does_not_starve_other_jobs():
     assert len(claim_due(now, queues=None, limit=2, worker_id="w1")) == 2
     claimed = claim_due(now, queues=None, limit=2, worker_id="w2")
     assert [job.name for job in claimed] == ["testapp.record"]
-
-
-def test_expired_lease_sends_the_job_back_to_pending_due_at_once():
-    job = jobs.enqueue(test_jobs.record, {"key": "k"})
-    now = timezone.now()
-    claim_due(now, queues=None, limit=1, worker_id="crashed-worker")
-    later = now + dt.timedelta(seconds=31)
-    result = jobs.tick(now=later)
-    assert result.claimed == 1 and result.ran == 1
-    job.refresh_from_db()
-    assert job.status == "succeeded"
-    assert job.attempts == 2
-    assert "lease lost" in job.last_error and "crashed-worker" in job.last_error
-
-
-def test_expired_lease_of_the_last_attempt_fails_the_job_and_calls_on_failed():
-    test_jobs.FAILURES_SEEN.clear()
-    job = jobs.enqueue(test_jobs.fails_with_hook)  # retries=1: two attempts
-    now = timezone.now()
-    jobs.tick(now=now)  # attempt 1 fails
-    claim_due(now, queues=None, limit=1, worker_id="dies")  # attempt 2 is lost
-    maintenance.recover_expired_leases(now + dt.timedelta(minutes=1))
-    job.refresh_from_db()
-    assert job.status == "failed"
-    assert "lease lost" in job.last_error
-    assert [(job.pk, "LeaseLost")] == test_jobs.FAILURES_SEEN
-
-
-def test_lease_past_timeout_is_reported_as_a_timeout():
-    job = jobs.enqueue(test_jobs.slow_record, {"key": "k", "seconds": 0})
-    now = timezone.now()
-    claim_due(now, queues=None, limit=1, worker_id="w")
-    maintenance.recover_expired_leases(now + dt.timedelta(seconds=120))  # timeout is 60 s
-    job.refresh_from_db()
-    assert job.status == "pending"
-    assert "past its timeout" in job.last_error
-
-
-@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 3600, "FAILED_RETENTION": 7200})
-def test_pruning_deletes_only_finished_rows_past_retention():
-    now = timezone.now()
-    old, recent = now - dt.timedelta(hours=3), now - dt.timedelta(minutes=30)
-    doomed = [
-        JobFactory(status="succeeded", finished_at=old),
-        JobFactory(status="failed", finished_at=old),
-        JobFactory(status="cancelled", finished_at=old),
-    ]
-    kept = [
-        JobFactory(status="succeeded", finished_at=recent),
-        JobFactory(status="failed", finished_at=now - dt.timedelta(hours=1)),
-        JobFactory(status="pending", created_at=old, run_at=now + dt.timedelta(days=1)),
-        JobFactory(status="running", created_at=old, locked_until=now + dt.timedelta(minutes=1)),
-    ]
-    jobs.tick(now=now)
-    remaining = set(Job.objects.values_list("id", flat=True))
-    assert remaining == {job.id for job in kept}
-    assert not remaining & {job.id for job in doomed}
-
-
-@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "PRUNE_BATCH_SIZE": 7})
-def test_pruning_works_in_batches():
-    old = timezone.now() - dt.timedelta(hours=1)
-    JobFactory.create_batch(30, status="succeeded", finished_at=old)
-    assert maintenance.prune(timezone.now()) == 30
-    assert Job.objects.count() == 0
-
-
-@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": None})
-def test_retention_none_keeps_rows_forever():
-    JobFactory(status="succeeded", finished_at=timezone.now() - dt.timedelta(days=3650))
-    jobs.tick()
-    assert Job.objects.count() == 1
 
 
 def test_pruning_runs_hourly():
