@@ -183,31 +183,6 @@ def test_pruning_runs_hourly():
         assert Job.objects.count() == 0
 
 
-def test_retry_cancel_and_run_now():
-    failed = jobs.enqueue(test_jobs.always_fails)
-    for _ in range(3):
-        jobs.tick()
-    failed.refresh_from_db()
-    assert failed.status == "failed"
-    assert failed.retry() is True
-    failed.refresh_from_db()
-    assert (failed.status, failed.attempts, failed.finished_at) == ("pending", 0, None)
-    assert failed.retry() is False  # pending: nothing to retry
-
-    later = jobs.enqueue(test_jobs.record, {"key": "later"}, delay=dt.timedelta(hours=1))
-    assert later.run_now() is True
-    later.refresh_from_db()
-    assert later.run_at <= timezone.now()
-
-    assert later.cancel(reason="not needed") is True
-    later.refresh_from_db()
-    assert (later.status, later.last_error) == ("cancelled", "not needed")
-    assert later.cancel() is False
-    assert later.run_now() is False
-    assert later.retry() is True
-    assert jobs.tick().claimed == 2
-
-
 def test_tick_needs_an_aware_now():
     with pytest.raises(ValueError, match="aware"):
         jobs.tick(now=dt.datetime(2026, 1, 1))
