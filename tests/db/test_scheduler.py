@@ -6,7 +6,6 @@ from io import StringIO
 
 import pytest
 from django.apps import apps
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -294,39 +293,6 @@ def test_a_starting_worker_brings_an_edited_row_back_in_line_with_the_code():
         restart_scheduler()  # a starting worker brings a fresh Scheduler
         materialize(armed + dt.timedelta(minutes=1))
         assert CronSchedule.objects.get(name="tests.schedule").expression == "0 * * * *"
-
-
-@pytest.mark.parametrize(
-    ("expression", "options", "message"),
-    [
-        ("61 * * * *", {}, "61"),
-        ("* * * *", {}, "five fields"),
-        ("* * * * *", {"tz": "Bogota"}, "America/Bogota"),
-        ("* * * * *", {"catch_up": "some"}, "catch_up"),
-        ("* * * * *", {"concurrency": 2}, "overlap='skip'"),
-        ("* * * * *", {"catch_up_window": dt.timedelta(0)}, "catch_up_window"),
-        ("* * * * *", {"max_catch_up": 0}, "max_catch_up"),
-        ("* * * * *", {"overlap": "queue"}, "overlap"),
-        ("* * * * *", {"retries": -1}, "retries"),
-    ],
-)
-def test_bad_schedules_fail_at_import_naming_the_schedule_and_the_fix(expression, options, message):
-    with pytest.raises(ImproperlyConfigured) as caught:
-        jobs.cron(expression, name="reports.nightly", **options)(lambda run: None)
-    assert "reports.nightly" in str(caught.value)
-    assert message in str(caught.value)
-    assert "reports.nightly" not in registry
-
-
-def test_a_cron_handler_must_take_the_run():
-    with pytest.raises(ImproperlyConfigured, match="CronRun"):
-        jobs.cron("* * * * *", name="reports.bad")(lambda: None)
-
-
-def test_tz_defaults_to_settings_time_zone(settings):
-    settings.TIME_ZONE = "Europe/Berlin"
-    with schedule("0 9 * * *") as definition:
-        assert definition.cron.tz == "Europe/Berlin"
 
 
 def test_cronqueue_schedules_json_lists_next_runs_in_utc_and_local():

@@ -7,7 +7,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import jobs, lifecycle, maintenance
+from django_cronqueue import jobs, lifecycle
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, NameLock
 from tests.factories import JobFactory
@@ -172,99 +172,6 @@ def test_a_capped_name_at_its_cap_does_not_starve_other_jobs():
     assert [job.name for job in claimed] == ["testapp.record"]
 
 
-def test_completion_is_guarded_by_the_lease_token():
-    job = jobs.enqueue(test_jobs.record, {"key": "k"})
-    now = timezone.now()
-    [first_claim] = claim_due(now, queues=None, limit=1, worker_id="w1")
-    # The lease expires and another worker claims the job again.
-    later = now + dt.timedelta(minutes=5)
-    maintenance.recover_expired_leases(later)
-    [second_claim] = claim_due(later, queues=None, limit=1, worker_id="w2")
-    assert second_claim.attempts == 2
-    assert lifecycle.complete_success(first_claim, now=later) is False
-    assert (
-        lifecycle.complete_failure(first_claim, RuntimeError("late"), now=later, definition=None)
-        == "discarded"
-    )
-    job.refresh_from_db()
-    assert (job.status, job.worker_id) == ("running", "w2")
-    assert lifecycle.complete_success(second_claim, now=later) is True
-    job.refresh_from_db()
-    assert job.status == "succeeded"
-
-
-def test_expired_lease_sends_the_job_back_to_pending_due_at_once():
-    job = jobs.enqueue(test_jobs.record, {"key": "k"})
-    now = timezone.now()
-    claim_due(now, queues=None, limit=1, worker_id="crashed-worker")
-    later = now + dt.timedelta(seconds=31)
-    result = jobs.tick(now=later)
-    assert result.claimed == 1 and result.ran == 1
-    job.refresh_from_db()
-    assert job.status == "succeeded"
-    assert job.attempts == 2
-    assert "lease lost" in job.last_error and "crashed-worker" in job.last_error
-
-
-def test_expired_lease_of_the_last_attempt_fails_the_job_and_calls_on_failed():
-    test_jobs.FAILURES_SEEN.clear()
-    job = jobs.enqueue(test_jobs.fails_with_hook)  # retries=1: two attempts
-    now = timezone.now()
-    jobs.tick(now=now)  # attempt 1 fails
-    claim_due(now, queues=None, limit=1, worker_id="dies")  # attempt 2 is lost
-    maintenance.recover_expired_leases(now + dt.timedelta(minutes=1))
-    job.refresh_from_db()
-    assert job.status == "failed"
-    assert "lease lost" in job.last_error
-    assert [(job.pk, "LeaseLost")] == test_jobs.FAILURES_SEEN
-
-
-def test_lease_past_timeout_is_reported_as_a_timeout():
-    job = jobs.enqueue(test_jobs.slow_record, {"key": "k", "seconds": 0})
-    now = timezone.now()
-    claim_due(now, queues=None, limit=1, worker_id="w")
-    maintenance.recover_expired_leases(now + dt.timedelta(seconds=120))  # timeout is 60 s
-    job.refresh_from_db()
-    assert job.status == "pending"
-    assert "past its timeout" in job.last_error
-
-
-@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 3600, "FAILED_RETENTION": 7200})
-def test_pruning_deletes_only_finished_rows_past_retention():
-    now = timezone.now()
-    old, recent = now - dt.timedelta(hours=3), now - dt.timedelta(minutes=30)
-    doomed = [
-        JobFactory(status="succeeded", finished_at=old),
-        JobFactory(status="failed", finished_at=old),
-        JobFactory(status="cancelled", finished_at=old),
-    ]
-    kept = [
-        JobFactory(status="succeeded", finished_at=recent),
-        JobFactory(status="failed", finished_at=now - dt.timedelta(hours=1)),
-        JobFactory(status="pending", created_at=old, run_at=now + dt.timedelta(days=1)),
-        JobFactory(status="running", created_at=old, locked_until=now + dt.timedelta(minutes=1)),
-    ]
-    jobs.tick(now=now)
-    remaining = set(Job.objects.values_list("id", flat=True))
-    assert remaining == {job.id for job in kept}
-    assert not remaining & {job.id for job in doomed}
-
-
-@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "PRUNE_BATCH_SIZE": 7})
-def test_pruning_works_in_batches():
-    old = timezone.now() - dt.timedelta(hours=1)
-    JobFactory.create_batch(30, status="succeeded", finished_at=old)
-    assert maintenance.prune(timezone.now()) == 30
-    assert Job.objects.count() == 0
-
-
-@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": None})
-def test_retention_none_keeps_rows_forever():
-    JobFactory(status="succeeded", finished_at=timezone.now() - dt.timedelta(days=3650))
-    jobs.tick()
-    assert Job.objects.count() == 1
-
-
 def test_pruning_runs_hourly():
     now = timezone.now()
     with override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60}):
@@ -274,49 +181,6 @@ def test_pruning_runs_hourly():
         assert Job.objects.count() == 1
         jobs.tick(now=now + dt.timedelta(minutes=61))
         assert Job.objects.count() == 0
-
-
-def test_release_unstarted_undoes_the_claim():
-    job = jobs.enqueue(test_jobs.record, {"key": "k"})
-    claimed = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
-    assert lifecycle.release_unstarted(claimed) == 1
-    job.refresh_from_db()
-    assert (job.status, job.attempts, job.lock_token, job.worker_id) == ("pending", 0, None, "")
-
-
-def test_retry_cancel_and_run_now():
-    failed = jobs.enqueue(test_jobs.always_fails)
-    for _ in range(3):
-        jobs.tick()
-    failed.refresh_from_db()
-    assert failed.status == "failed"
-    assert failed.retry() is True
-    failed.refresh_from_db()
-    assert (failed.status, failed.attempts, failed.finished_at) == ("pending", 0, None)
-    assert failed.retry() is False  # pending: nothing to retry
-
-    later = jobs.enqueue(test_jobs.record, {"key": "later"}, delay=dt.timedelta(hours=1))
-    assert later.run_now() is True
-    later.refresh_from_db()
-    assert later.run_at <= timezone.now()
-
-    assert later.cancel(reason="not needed") is True
-    later.refresh_from_db()
-    assert (later.status, later.last_error) == ("cancelled", "not needed")
-    assert later.cancel() is False
-    assert later.run_now() is False
-    assert later.retry() is True
-    assert jobs.tick().claimed == 2
-
-
-def test_retry_of_a_job_whose_dedupe_key_is_taken_again_is_refused():
-    first = jobs.enqueue(test_jobs.record, {"key": "a"}, dedupe_key="same")
-    first.cancel()
-    second = jobs.enqueue(test_jobs.record, {"key": "b"}, dedupe_key="same")
-    assert second.pk != first.pk
-    assert first.retry() is False
-    first.refresh_from_db()
-    assert first.status == "cancelled"
 
 
 def test_tick_needs_an_aware_now():

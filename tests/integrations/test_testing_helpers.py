@@ -1,15 +1,14 @@
-"""django_cronqueue.testing, eager mode and the pytest plugin's fixtures."""
+"""django_cronqueue.testing, testing.eager() and the pytest plugin's fixtures (eager mode
+itself: tests/db/test_eager.py)."""
 
 import datetime as dt
 
 import pytest
-from django.db import transaction
 from django.test import TestCase
 from django.utils import timezone
 
 import django_cronqueue.pytest_plugin
-from django_cronqueue import jobs, signals, testing
-from django_cronqueue.models import Job
+from django_cronqueue import jobs, testing
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
 
@@ -166,87 +165,6 @@ def test_a_capture_can_be_cleared():
 
 
 # --- eager mode ---------------------------------------------------------------------
-
-
-def test_enqueue_is_not_eager_by_default():
-    job = jobs.enqueue(test_jobs.record, {"key": "a"})
-    assert job.status == "pending"
-    assert not SideEffect.objects.exists()
-
-
-def test_eager_enqueue_runs_the_handler_at_once_and_records_the_outcome():
-    succeeded = []
-
-    def receiver(sender, **kwargs):
-        succeeded.append(sender)
-
-    signals.job_succeeded.connect(receiver)
-    try:
-        with testing.eager():
-            job = jobs.enqueue(test_jobs.record, {"key": "now"}, delay=3600)
-            value = test_jobs.returns_value.enqueue(value=21)
-    finally:
-        signals.job_succeeded.disconnect(receiver)
-    assert list(SideEffect.objects.values_list("key", flat=True)) == ["now"]
-    assert (job.status, job.attempts, job.finished_at is not None) == ("succeeded", 1, True)
-    assert job.worker_id.startswith("eager:")
-    assert (value.status, value.result) == ("succeeded", {"doubled": 42})
-    assert Job.objects.get(pk=job.pk).status == "succeeded"
-    assert succeeded == ["testapp.record", "testapp.returns_value"]
-    testing.assert_enqueued(test_jobs.record, {"key": "now"}, count=1)
-
-
-def test_eager_failure_runs_every_attempt_then_fails():
-    with testing.eager():
-        job = jobs.enqueue(test_jobs.always_fails, {"reason": "nope"})
-    assert (job.status, job.attempts, job.max_attempts) == ("failed", 3, 3)
-    assert job.last_error == "RuntimeError: nope"
-    assert "RuntimeError: nope" in job.traceback
-
-
-def test_eager_mode_calls_on_failed():
-    test_jobs.FAILURES_SEEN.clear()
-    with testing.eager():
-        job = test_jobs.fails_with_hook.enqueue()
-    assert job.status == "failed"
-    seen = list(test_jobs.FAILURES_SEEN)
-    assert seen == [(job.pk, "ValueError")]
-
-
-def test_eager_mode_still_checks_the_payload():
-    with testing.eager(), pytest.raises(jobs.InvalidPayload, match="datetime"):
-        jobs.enqueue(test_jobs.record, {"key": timezone.now()})
-    assert not Job.objects.exists()
-
-
-def test_eager_enqueue_many_runs_every_job():
-    with testing.eager():
-        rows = jobs.enqueue_many(test_jobs.record, [{"key": "a"}, {"key": "b"}])
-    assert [row.status for row in rows] == ["succeeded", "succeeded"]
-    assert sorted(SideEffect.objects.values_list("key", flat=True)) == ["a", "b"]
-
-
-def test_eager_dedupe_key_is_free_again_once_the_job_ran():
-    with testing.eager():
-        first = jobs.enqueue(test_jobs.record, {"key": "a"}, dedupe_key="k")
-        second = jobs.enqueue(test_jobs.record, {"key": "a"}, dedupe_key="k")
-    assert first.pk != second.pk
-    assert SideEffect.objects.count() == 2
-
-
-def test_eager_job_inside_a_rolled_back_transaction_leaves_nothing():
-    with testing.eager(), transaction.atomic():
-        jobs.enqueue(test_jobs.record, {"key": "a"})
-        assert SideEffect.objects.count() == 1  # it ran inside the transaction
-        transaction.set_rollback(True)
-    assert not Job.objects.exists()
-    assert not SideEffect.objects.exists()
-
-
-def test_eager_mode_by_setting(settings):
-    settings.CRONQUEUE = {**settings.CRONQUEUE, "EAGER": True}
-    job = jobs.enqueue(test_jobs.record, {"key": "setting"})
-    assert job.status == "succeeded"
 
 
 def test_eager_can_be_turned_off_inside_an_eager_block():

@@ -6,7 +6,6 @@ from types import SimpleNamespace
 
 import pytest
 from django.core.checks import ERROR, WARNING, run_checks
-from django.db import connection
 from django.test import override_settings
 
 from django_cronqueue import checks
@@ -275,8 +274,3 @@ def test_database_check_runs_only_when_asked_for_that_database(monkeypatch):
         assert check_database_version(databases=["missing"]) == []
     with override_settings(CRONQUEUE={"DATABASE": ["default"]}):
         assert check_database_version(databases={"default"}) == []
-
-
-@pytest.mark.django_db
-def test_the_real_test_database_is_supported():
-    assert check_database_version(databases=[connection.alias]) == []

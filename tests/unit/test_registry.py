@@ -1,6 +1,5 @@
 """``@jobs.job``: names, options, clashes, backoff and the discovery of apps' jobs.py."""
 
-import datetime as dt
 import importlib
 import math
 import os
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
-from django.utils import timezone
 
 from django_cronqueue import jobs
 from django_cronqueue.backoff import DEFAULT_BACKOFF, Exponential
@@ -374,38 +372,6 @@ def test_callable_backoff_is_kept_verbatim():
 
     assert handler.backoff is backoff
     assert [handler.backoff(attempt) for attempt in (1, 2, 3)] == [7, 14, 21]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_worker_uses_a_callable_backoff_verbatim():
-    @jobs.job(name="custom.backoff.flaky", retries=3, backoff=lambda attempt: 10 * attempt)
-    def flaky() -> None:
-        raise RuntimeError("flaky")
-
-    job = flaky.enqueue()
-    now = timezone.now()
-    assert jobs.tick(now=now).failed == 1
-    job.refresh_from_db()
-    assert (job.status, job.attempts) == ("pending", 1)
-    assert job.run_at == now + dt.timedelta(seconds=10)
-    later = job.run_at
-    assert jobs.tick(now=later).failed == 1
-    job.refresh_from_db()
-    assert job.run_at == later + dt.timedelta(seconds=20)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_worker_uses_the_default_backoff():
-    @jobs.job(name="default.backoff.flaky")
-    def flaky() -> None:
-        raise RuntimeError("flaky")
-
-    job = flaky.enqueue()
-    now = timezone.now()
-    jobs.tick(now=now)
-    job.refresh_from_db()
-    delay = (job.run_at - now).total_seconds()
-    assert 0.8 <= delay <= 1.2
 
 
 # --- discovery of installed apps' jobs.py --------------------------------------------
