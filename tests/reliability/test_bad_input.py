@@ -5,7 +5,7 @@ bad definitions (tests/unit/test_registry.py), non-JSON and unbindable payloads,
 configurable size limit and dedupe keys that differ only in case or trailing space
 (tests/db/test_enqueue.py), rows whose name no code defines being flagged in the admin
 (tests/admin/test_job_admin.py::test_jobs_no_code_defines_are_flagged) and never
-claimed (tests/db/test_worker.py, and tests/reliability/test_security.py with a real
+claimed (tests/db/test_ticks.py, and tests/reliability/test_security.py with a real
 worker).
 """
 

@@ -1,4 +1,5 @@
-"""jobs.tick() and the lifecycle on a real database (SQLite, PostgreSQL or MariaDB)."""
+"""jobs.tick() on a real database (SQLite, PostgreSQL or MariaDB): what one tick claims, runs,
+records and prunes."""
 
 import datetime as dt
 import logging
