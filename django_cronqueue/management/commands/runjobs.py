@@ -1,17 +1,28 @@
 from __future__ import annotations
 
+import argparse
 import logging
+import math
 import os
 import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+MAX_SECONDS = 86_400.0  # a day: longer waits overflow the thread waits they become
+
 
 def positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise ValueError(text)
+    """Seconds, finite, > 0 and at most a day; argparse turns the error into a
+    CommandError (or a usage message on the command line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a number of seconds > 0 and at most {MAX_SECONDS:g} (a day)"
+        )
     return value
 
 
