@@ -73,6 +73,10 @@ class Job(models.Model):
     worker_id = models.CharField(max_length=100, blank=True, default="", help_text="Lease holder.")
     last_error = models.TextField(blank=True, default="")
     traceback = models.TextField(blank=True, default="")
+    # The dotted path of the exception class a failure raised, recorded when the failure
+    # is written, so nothing ever derives code to import from error text. db_default lets
+    # the raw INSERTs of enqueue leave it out.
+    exception_class_path = models.CharField(max_length=255, blank=True, default="", db_default="")
     result = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -130,6 +134,11 @@ class Worker(models.Model):
     concurrency = models.PositiveIntegerField(default=1)
     started_at = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now, db_index=True)
+    clock_offset = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Seconds this host's clock runs ahead of the database's, at the last heartbeat.",
+    )
 
     class Meta:
         app_label = "django_cronqueue"
