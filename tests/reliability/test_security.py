@@ -149,7 +149,7 @@ SAFE_NAMES = {
     "padding",  # claiming/postgresql.py: "NULL, NULL, ..."
     "sql", "alias", "col", "table",  # dashboard: compiled ORM SQL and quoted names
 }  # fmt: skip
-SAFE_CALLS = {"placeholders", "claim_set_clause", "join", "quote_name", "quote"}
+SAFE_CALLS = {"placeholders", "claim_set_clause", "quote_name", "quote"}
 
 
 def splice_is_safe(value: ast.expr) -> bool:
@@ -159,10 +159,32 @@ def splice_is_safe(value: ast.expr) -> bool:
         return value.attr == "db_table"  # Model._meta.db_table
     if isinstance(value, ast.Call):
         name = called_name(value)
-        if name == "join":  # ", ".join(["%s"] * n) or of quoted column names
-            return True
+        if name == "join":
+            return len(value.args) == 1 and joined_parts_are_safe(value.args[0])
         return name in SAFE_CALLS
     return False
+
+
+def joined_parts_are_safe(parts: ast.expr) -> bool:
+    """What ``", ".join(...)`` may join into SQL text: fixed text repeated (``["%s"] * n``,
+    where ``n`` only counts) or items that are each a safe splice (``quote_name(c) for c
+    in ...``). Joining anything else (``", ".join(names)``) splices values."""
+    if isinstance(parts, ast.BinOp) and isinstance(parts.op, ast.Mult):
+        return any(
+            isinstance(side, ast.List | ast.Tuple) and joined_parts_are_safe(side)
+            for side in (parts.left, parts.right)
+        )
+    if isinstance(parts, ast.List | ast.Tuple):
+        return all(is_fixed_or_safe(item) for item in parts.elts)
+    if isinstance(parts, ast.GeneratorExp | ast.ListComp):
+        return is_fixed_or_safe(parts.elt)
+    return False
+
+
+def is_fixed_or_safe(value: ast.expr) -> bool:
+    return (isinstance(value, ast.Constant) and isinstance(value.value, str)) or splice_is_safe(
+        value
+    )
 
 
 def test_raw_sql_splices_no_values_into_its_text():
@@ -306,3 +328,21 @@ def test_the_sql_scan_flags_a_spliced_value():
     joined = next(node for node in ast.walk(bad) if isinstance(node, ast.JoinedStr))
     spliced = [part.value for part in joined.values if isinstance(part, ast.FormattedValue)]
     assert [splice_is_safe(value) for value in spliced] == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("splice", "safe"),
+    [
+        ("', '.join(['%s'] * len(values))", True),
+        ("', '.join(['(%s)'] * len(names))", True),
+        ("', '.join(quote_name(column) for column in COLUMNS)", True),
+        ("', '.join(names)", False),
+        ("', '.join([name] * 2)", False),
+        ("', '.join(str(value) for value in values)", False),
+        ("', '.join(f\"'{name}'\" for name in names)", False),
+        ("', '.join(['%s', name])", False),
+    ],
+)
+def test_the_sql_scan_accepts_a_join_only_of_fixed_text_or_safe_splices(splice, safe):
+    call = ast.parse(splice, mode="eval").body
+    assert splice_is_safe(call) is safe
