@@ -39,6 +39,7 @@ print(json.dumps(returned), flush=True)
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_enqueues_of_the_same_keys_create_one_job_per_key():
     env = {
