@@ -65,6 +65,14 @@ class Runjobs:
         process.send_signal(signal.SIGTERM)
         return process.wait(timeout)
 
+    def dump_stacks(self) -> None:
+        """Every live process writes its threads' stacks to its log (see tests/settings.py)."""
+        alive = [process for process in self.processes if process.poll() is None]
+        for process in alive:
+            process.send_signal(signal.SIGUSR2)
+        if alive:
+            time.sleep(1)
+
     def stop_all(self) -> None:
         for process in self.processes:
             if process.poll() is None:

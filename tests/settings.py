@@ -2,8 +2,10 @@
 ``sqlite`` (default), ``postgres`` or ``mariadb``; the servers' addresses can be
 changed with the usual PG*/MYSQL_* style variables below."""
 
+import faulthandler
 import json
 import os
+import signal
 from pathlib import Path
 
 import django
@@ -100,6 +102,9 @@ CRONQUEUE = {"POLL_INTERVAL": 0.2}
 CRONQUEUE.update(json.loads(os.environ.get("CRONQUEUE_TEST_SETTINGS", "{}")))
 if os.environ.get("CRONQUEUE_TEST_DB_EXACT_NAME"):
     DATABASES["default"]["NAME"] = os.environ["CRONQUEUE_TEST_DB_EXACT_NAME"]
+    # A test's runjobs process: SIGUSR2 writes every thread's stack to its log, so a test
+    # can show where a worker that does not stop is stuck (Runjobs.dump_stacks()).
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
 
 if django.VERSION >= (6, 0):
     # Django's Tasks framework: @task functions of tests/testapp/tasks.py enqueue as jobs.

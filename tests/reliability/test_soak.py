@@ -16,13 +16,22 @@ COUNT = int(os.environ.get("CRONQUEUE_SOAK_JOBS", "5000"))
 
 @postgres_only
 def test_soak_every_job_accounted_for_exactly(runjobs):
-    report = run_soak(
-        lambda *args: runjobs.start(*args, settings={"POLL_INTERVAL": 0.2}),
-        count=COUNT,
-        workers=4,
-        concurrency=2,
-        timeout=600,
-    )
+    try:
+        report = run_soak(
+            lambda *args: runjobs.start(*args, settings={"POLL_INTERVAL": 0.2}),
+            count=COUNT,
+            workers=4,
+            concurrency=2,
+            timeout=600,
+        )
+    except Exception:
+        runjobs.dump_stacks()
+        for index in range(len(runjobs.processes)):  # shown by pytest with the failure
+            print(
+                f"--- worker {index}, last lines:\n"
+                + "\n".join(runjobs.log(index).splitlines()[-30:])
+            )
+        raise
     print("\n".join(report.lines()))
     assert report.problems() == [], "\n".join(report.lines())
     assert report.succeeded + report.failed == COUNT
