@@ -22,7 +22,7 @@ from django.utils import timezone
 from . import signals
 from .claiming import ClaimedJob
 from .conf import database_alias
-from .error_text import MAX_ERROR_CHARS, clean_text, describe, format_traceback
+from .error_text import MAX_ERROR_CHARS, class_path, clean_text, describe, format_traceback
 from .exceptions import LeaseLost
 from .models import Job, JobStatus
 from .notify import wake_workers
@@ -75,7 +75,11 @@ def complete_failure(
 ) -> Outcome:
     """running -> pending (a retry, after the backoff) or failed. Returns the outcome:
     RETRYING, FAILED or DISCARDED (the lease was lost meanwhile)."""
-    error, trace = describe(exc), format_traceback(exc)
+    failure = {
+        "last_error": describe(exc),
+        "traceback": format_traceback(exc),
+        "exception_class_path": class_path(exc),
+    }
     guard = _jobs().filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
     if job.attempts < job.max_attempts:
         delay = _backoff_delay(definition, job.attempts)
@@ -85,8 +89,7 @@ def complete_failure(
             run_at=run_at,
             locked_until=None,
             lock_token=None,
-            last_error=error,
-            traceback=trace,
+            **failure,
         )
         if updated:
             signals.send(signals.job_retrying, job.name, job=job, exc=exc, run_at=run_at)
@@ -98,8 +101,7 @@ def complete_failure(
             locked_until=None,
             lock_token=None,
             active_dedupe_key=None,
-            last_error=error,
-            traceback=trace,
+            **failure,
         )
         if updated:
             report_failure(definition, job.id, exc)
@@ -173,7 +175,13 @@ def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt
     exc = LeaseLost(_lease_lost_message(row, definition, now))
     error = describe(exc)
     final = row["attempts"] >= row["max_attempts"]
-    changes: dict[str, Any] = {"locked_until": None, "lock_token": None, "last_error": error}
+    changes: dict[str, Any] = {
+        "locked_until": None,
+        "lock_token": None,
+        "last_error": error,
+        "traceback": "",  # not an earlier attempt's: a lost lease has none
+        "exception_class_path": class_path(exc),
+    }
     if final:
         changes.update(status=JobStatus.FAILED, finished_at=now, active_dedupe_key=None)
     else:

@@ -189,6 +189,48 @@ def test_a_failure_whose_lease_was_lost_is_discarded():
     assert seen == []
 
 
+# --- what a failure records --------------------------------------------------------
+
+
+class Declined(Exception):
+    """Not a builtin: its class path is this module's."""
+
+
+# Error text that names other classes, one of them in a module no code imports.
+TEXT_NAMING_CLASSES = "bad input\nos.path.ValueError: x\ntests.testapp.never_imported.Boom: y"
+
+
+@pytest.mark.parametrize(
+    ("exc", "path"),
+    [
+        (ValueError(TEXT_NAMING_CLASSES), "builtins.ValueError"),
+        (Declined(TEXT_NAMING_CLASSES), f"{__name__}.Declined"),
+    ],
+)
+@pytest.mark.parametrize(("max_attempts", "status"), [(2, "pending"), (1, "failed")])
+def test_a_failure_records_the_class_raised_not_one_its_text_names(exc, path, max_attempts, status):
+    job = JobFactory(max_attempts=max_attempts)
+    lifecycle.complete_failure(claim_one(), exc, now=timezone.now(), definition=definition())
+    job.refresh_from_db()
+    assert (job.status, job.exception_class_path) == (status, path)
+    assert job.last_error.endswith("tests.testapp.never_imported.Boom: y")
+
+
+def test_a_lost_lease_records_lease_lost_without_an_earlier_attempts_traceback():
+    job = JobFactory(max_attempts=2)
+    lifecycle.complete_failure(
+        claim_one(), ValueError("first"), now=timezone.now(), definition=definition()
+    )
+    claim_one(worker_id="crashed")
+    now = timezone.now() + dt.timedelta(minutes=5)
+    assert lifecycle.lose_lease(row_of(job), definition(), now) is True
+    job.refresh_from_db()
+    assert job.status == "failed"
+    assert job.exception_class_path == "django_cronqueue.exceptions.LeaseLost"
+    assert job.last_error.startswith("LeaseLost: lease lost: attempt 2 of 2")
+    assert job.traceback == ""  # not the ValueError of attempt 1
+
+
 # --- release_unstarted --------------------------------------------------------------
 
 
