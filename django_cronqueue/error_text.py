@@ -24,6 +24,12 @@ def clean_text(text: str, limit: int) -> str:
     return text[:head] + marker + text[-tail:]
 
 
+def ascii_text(text: str, limit: int) -> str:
+    """``text`` with every non-ASCII character escaped (``\\xe9``, ``\\U0001f680``), within
+    ``limit``: storable in a column of any character set."""
+    return clean_text(text.encode("ascii", "backslashreplace").decode("ascii"), limit)
+
+
 def class_path(exc: BaseException) -> str:
     """The dotted path of the class of ``exc`` (``builtins.ValueError``,
     ``shop.errors.Declined``), taken from the class itself, never from its text; "" when

@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from django_cronqueue import jobs, lifecycle, maintenance, signals
@@ -229,6 +230,53 @@ def test_a_lost_lease_records_lease_lost_without_an_earlier_attempts_traceback()
     assert job.exception_class_path == "django_cronqueue.exceptions.LeaseLost"
     assert job.last_error.startswith("LeaseLost: lease lost: attempt 2 of 2")
     assert job.traceback == ""  # not the ValueError of attempt 1
+
+
+@pytest.fixture
+def utf8mb3_last_error():
+    """Job.last_error in utf8mb3, as in a database that migration 0004 could not convert;
+    restored afterwards. Only MySQL and MariaDB have character sets per column."""
+    if connection.vendor != "mysql":
+        pytest.skip("character sets per column are MySQL's and MariaDB's")
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT column_type, collation_name FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND table_name = %s AND column_name = 'last_error'",
+            [Job._meta.db_table],
+        )
+        column_type, collation = cursor.fetchone()
+        cursor.execute(
+            f"ALTER TABLE {table} MODIFY last_error {column_type} CHARACTER SET utf8mb3 NOT NULL"
+        )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"ALTER TABLE {table} MODIFY last_error {column_type} "
+                f"CHARACTER SET utf8mb4 COLLATE {collation} NOT NULL"
+            )
+
+
+@pytest.mark.parametrize(
+    ("job_function", "payload", "status", "raised"),
+    [
+        (test_jobs.fails_with_value_error, {"message": "échec 🚀"}, "failed", "ValueError"),
+        (test_jobs.always_fails, {"reason": "échec 🚀"}, "pending", "RuntimeError"),
+    ],
+)
+def test_a_failure_the_database_cannot_store_is_stored_escaped(
+    utf8mb3_last_error, job_function, payload, status, raised, caplog
+):
+    job = jobs.enqueue(job_function, payload)
+    assert jobs.tick().failed == 1
+    job.refresh_from_db()
+    error = f"{raised}: \\xe9chec \\U0001f680"
+    assert (job.status, job.last_error, job.lock_token) == (status, error, None)
+    assert job.traceback.endswith(f"{error}\n")
+    assert job.exception_class_path == f"builtins.{raised}"
+    assert "cannot store a character of its error" in caplog.text
 
 
 # --- release_unstarted --------------------------------------------------------------

@@ -5,6 +5,7 @@ from django_cronqueue.error_text import (
     MAX_CLASS_PATH_CHARS,
     MAX_ERROR_CHARS,
     MAX_TRACEBACK_CHARS,
+    ascii_text,
     class_path,
     clean_text,
     describe,
@@ -100,3 +101,10 @@ def test_class_path_of_a_class_it_cannot_store_is_empty():
     assert class_path(long()) == ""
     doctored = type("Doctored", (Exception,), {"__qualname__": "bad\x00name"})
     assert class_path(doctored()) == ""
+
+
+def test_ascii_text_escapes_every_non_ascii_character_within_the_limit():
+    assert ascii_text("ValueError: échec 🚀", 100) == "ValueError: \\xe9chec \\U0001f680"
+    assert ascii_text("a\x00\udc80", 100) == "a\\x00\\udc80"
+    escaped = ascii_text("🚀" * 1_000, 500)
+    assert len(escaped) == 500 and escaped.isascii()
