@@ -26,11 +26,10 @@ backend there raises ``ImproperlyConfigured``.
 
 from __future__ import annotations
 
-import builtins
 import contextvars
 import inspect
 import logging
-import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -357,7 +356,9 @@ def _autodiscover_option(alias: str, options: dict[str, Any]) -> tuple[str, ...]
 
 # --- errors -------------------------------------------------------------------------
 
-_EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*)(?::|$)")
+# The class path of an error whose class this process cannot name without importing
+# anything: rows failed before the class was recorded, or a class of a module not loaded.
+UNKNOWN_EXCEPTION_PATH = "builtins.Exception"
 
 
 def task_errors(row: Any) -> list[Any]:
@@ -371,35 +372,25 @@ def task_errors(row: Any) -> list[Any]:
                 traceback=row.last_error,
             )
         ]
-    class_name = row.last_error.split(":", 1)[0].strip()
-    path = _exception_path(class_name, row.traceback or "")
-    if path is not None:
-        return [TaskError(exception_class_path=path, traceback=row.traceback)]
-    if class_name == "LeaseLost":
-        path = "django_cronqueue.exceptions.LeaseLost"
-    elif isinstance(getattr(builtins, class_name, None), type):
-        path = f"builtins.{class_name}"
-    else:
-        path = class_name
-    return [TaskError(exception_class_path=path, traceback=row.last_error)]
+    return [
+        TaskError(
+            exception_class_path=exception_class_path(row.exception_class_path),
+            traceback=row.traceback or row.last_error,
+        )
+    ]
 
 
-def _exception_path(class_name: str, traceback: str) -> str | None:
-    """The dotted path of ``class_name`` as the traceback's last exception line gives
-    it (``tests.app.Boom: ...``; builtins appear bare), or None when the traceback is
-    not of that exception."""
-    for line in reversed(traceback.splitlines()):
-        if not line or line[0].isspace():
-            continue
-        match = _EXCEPTION_LINE.match(line)
-        if match is None:
-            continue
-        path = match.group(1)
-        if path == class_name:
-            return f"builtins.{class_name}"
-        if path.endswith("." + class_name):
-            return path
-    return None
+def exception_class_path(recorded: str) -> str:
+    """The class path to report for a failure: the one recorded when it was written, if
+    it names an exception class of a module this process has already imported, else
+    ``UNKNOWN_EXCEPTION_PATH``. Nothing is imported, and nothing is read from error text:
+    ``TaskError.exception_class`` then resolves without running any module's code."""
+    module_name, _, class_name = recorded.rpartition(".")
+    module = sys.modules.get(module_name) if module_name else None
+    found = getattr(module, class_name, None) if module is not None else None
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return recorded
+    return UNKNOWN_EXCEPTION_PATH
 
 
 # --- Django's task signals, sent from the worker ------------------------------------

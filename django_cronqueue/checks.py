@@ -153,13 +153,21 @@ def check_time_zone_support(app_configs: Any = None, **kwargs: Any) -> list[Chec
     ]
 
 
+def _queue_alias(databases: Any) -> str | None:
+    """The alias of the queue's database, if a command asked for checks of it."""
+    alias = user_settings().get("DATABASE", "default")
+    if not isinstance(alias, str) or not databases or alias not in databases:
+        return None
+    if alias not in connections:  # E010 reports an unknown alias
+        return None
+    return alias
+
+
 @register(Tags.database)
 def check_database_version(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Runs only when a command asks for database checks (e.g. migrate)."""
-    alias = user_settings().get("DATABASE", "default")
-    if not isinstance(alias, str) or not databases or alias not in databases:
-        return []
-    if alias not in connections:  # E010 reports an unknown alias
+    alias = _queue_alias(databases)
+    if alias is None:
         return []
     connection = connections[alias]
     vendor = connection.vendor
@@ -187,3 +195,37 @@ def check_database_version(databases: Any = None, **kwargs: Any) -> list[CheckMe
             )
         ]
     return []
+
+
+# What the server decodes statements with and converts their text through before it
+# reaches a column: both must hold every character a column of utf8mb4 can.
+CHARSET_VARIABLES = ("character_set_client", "character_set_connection")
+
+
+@register(Tags.database)
+def check_database_charset(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """On MySQL and MariaDB, the connection must speak utf8mb4: with utf8mb3 (``utf8``)
+    any 4-byte character (an emoji) in a payload, queue name or error is refused."""
+    alias = _queue_alias(databases)
+    if alias is None or connections[alias].vendor != "mysql":
+        return []
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT @@character_set_client, @@character_set_connection")
+        row = cursor.fetchone()
+    wrong = [
+        f"{name}={value}"
+        for name, value in zip(CHARSET_VARIABLES, row, strict=True)
+        if value != "utf8mb4"
+    ]
+    if not wrong:
+        return []
+    return [
+        Warning(
+            f"The connection of DATABASES[{alias!r}] does not use utf8mb4 ({', '.join(wrong)}): "
+            "payloads, queue names and errors with 4-byte characters (emoji) cannot be "
+            "stored; errors are then stored with their non-ASCII characters escaped.",
+            hint=f'Set DATABASES[{alias!r}]["OPTIONS"]["charset"] = "utf8mb4" (Django\'s '
+            "default), and remove any init_command that sets another character set.",
+            id=CHECK_ID.format("W003"),
+        )
+    ]

@@ -1,4 +1,5 @@
-"""Bounded, readable, storable error text for ``last_error`` and ``traceback``."""
+"""Bounded, readable, storable error text for ``last_error`` and ``traceback``, and the
+class path recorded with them in ``exception_class_path``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import traceback as traceback_module
 
 MAX_ERROR_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 64_000
+MAX_CLASS_PATH_CHARS = 255  # Job.exception_class_path
 
 
 def clean_text(text: str, limit: int) -> str:
@@ -20,6 +22,20 @@ def clean_text(text: str, limit: int) -> str:
     head = (limit - len(marker)) // 3
     tail = limit - len(marker) - head
     return text[:head] + marker + text[-tail:]
+
+
+def ascii_text(text: str, limit: int) -> str:
+    """``text`` with every non-ASCII character escaped (``\\xe9``, ``\\U0001f680``), within
+    ``limit``: storable in a column of any character set."""
+    return clean_text(text.encode("ascii", "backslashreplace").decode("ascii"), limit)
+
+
+def class_path(exc: BaseException) -> str:
+    """The dotted path of the class of ``exc`` (``builtins.ValueError``,
+    ``shop.errors.Declined``), taken from the class itself, never from its text; "" when
+    it does not fit the column or is not printable (a doctored ``__qualname__``)."""
+    path = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return path if len(path) <= MAX_CLASS_PATH_CHARS and path.isprintable() else ""
 
 
 def describe(exc: BaseException) -> str:

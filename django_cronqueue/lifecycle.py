@@ -15,14 +15,23 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from . import signals
 from .claiming import ClaimedJob
 from .conf import database_alias
-from .error_text import MAX_ERROR_CHARS, clean_text, describe, format_traceback
+from .error_text import (
+    MAX_CLASS_PATH_CHARS,
+    MAX_ERROR_CHARS,
+    MAX_TRACEBACK_CHARS,
+    ascii_text,
+    class_path,
+    clean_text,
+    describe,
+    format_traceback,
+)
 from .exceptions import LeaseLost
 from .models import Job, JobStatus
 from .notify import wake_workers
@@ -75,37 +84,93 @@ def complete_failure(
 ) -> Outcome:
     """running -> pending (a retry, after the backoff) or failed. Returns the outcome:
     RETRYING, FAILED or DISCARDED (the lease was lost meanwhile)."""
-    error, trace = describe(exc), format_traceback(exc)
+    failure = {
+        "last_error": describe(exc),
+        "traceback": format_traceback(exc),
+        "exception_class_path": class_path(exc),
+    }
     guard = _jobs().filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
     if job.attempts < job.max_attempts:
         delay = _backoff_delay(definition, job.attempts)
         run_at = now + dt.timedelta(seconds=delay)
-        updated = guard.update(
-            status=JobStatus.PENDING,
-            run_at=run_at,
-            locked_until=None,
-            lock_token=None,
-            last_error=error,
-            traceback=trace,
+        updated = _write_failure(
+            guard,
+            {
+                "status": JobStatus.PENDING,
+                "run_at": run_at,
+                "locked_until": None,
+                "lock_token": None,
+                **failure,
+            },
+            job.id,
+            job.name,
         )
         if updated:
             signals.send(signals.job_retrying, job.name, job=job, exc=exc, run_at=run_at)
             return Outcome.RETRYING
     else:
-        updated = guard.update(
-            status=JobStatus.FAILED,
-            finished_at=now,
-            locked_until=None,
-            lock_token=None,
-            active_dedupe_key=None,
-            last_error=error,
-            traceback=trace,
+        updated = _write_failure(
+            guard,
+            {
+                "status": JobStatus.FAILED,
+                "finished_at": now,
+                "locked_until": None,
+                "lock_token": None,
+                "active_dedupe_key": None,
+                **failure,
+            },
+            job.id,
+            job.name,
         )
         if updated:
             report_failure(definition, job.id, exc)
             return Outcome.FAILED
     _log_discarded(job, "failure")
     return Outcome.DISCARDED
+
+
+# The length limit of each text a failure writes.
+_FAILURE_TEXT_LIMITS = {
+    "last_error": MAX_ERROR_CHARS,
+    "traceback": MAX_TRACEBACK_CHARS,
+    "exception_class_path": MAX_CLASS_PATH_CHARS,
+}
+
+# MySQL/MariaDB: "Incorrect string value" (a character the column's or the connection's
+# character set cannot hold, e.g. an emoji in utf8mb3) and "Invalid ... character string".
+_UNSTORABLE_TEXT_ERRORS = frozenset({1366, 1300})
+
+
+def _is_unstorable_text(exc: DatabaseError) -> bool:
+    return bool(exc.args) and exc.args[0] in _UNSTORABLE_TEXT_ERRORS
+
+
+def _write_failure(rows: QuerySet[Job], changes: dict[str, Any], job_id: int, name: str) -> int:
+    """UPDATE ``rows`` with a failure. When the database cannot store a character of the
+    error text, write it again with non-ASCII characters escaped: an error message must
+    never leave a row running until its lease expires."""
+    try:
+        return rows.update(**changes)
+    except DatabaseError as exc:
+        if not _is_unstorable_text(exc):
+            raise
+        logger.warning(
+            "Job %s #%s: the database cannot store a character of its error (%s); it is "
+            "stored with non-ASCII characters escaped. Run migrate (migration 0004 makes "
+            "the tables utf8mb4) and connect with DATABASES OPTIONS {'charset': 'utf8mb4'} "
+            "(system check django_cronqueue.W003).",
+            name,
+            job_id,
+            exc,
+            extra={"job_id": job_id, "job_name": name},
+        )
+        escaped = {
+            field: ascii_text(value, _FAILURE_TEXT_LIMITS[field])
+            if field in _FAILURE_TEXT_LIMITS
+            else value
+            for field, value in changes.items()
+        }
+        return rows.update(**escaped)
 
 
 def _backoff_delay(definition: JobDefinition | None, attempt: int) -> float:
@@ -173,16 +238,19 @@ def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt
     exc = LeaseLost(_lease_lost_message(row, definition, now))
     error = describe(exc)
     final = row["attempts"] >= row["max_attempts"]
-    changes: dict[str, Any] = {"locked_until": None, "lock_token": None, "last_error": error}
+    changes: dict[str, Any] = {
+        "locked_until": None,
+        "lock_token": None,
+        "last_error": error,
+        "traceback": "",  # not an earlier attempt's: a lost lease has none
+        "exception_class_path": class_path(exc),
+    }
     if final:
         changes.update(status=JobStatus.FAILED, finished_at=now, active_dedupe_key=None)
     else:
         changes.update(status=JobStatus.PENDING, run_at=now)
-    updated = (
-        _jobs()
-        .filter(id=row["id"], status=JobStatus.RUNNING, lock_token=row["lock_token"])
-        .update(**changes)
-    )
+    guard = _jobs().filter(id=row["id"], status=JobStatus.RUNNING, lock_token=row["lock_token"])
+    updated = _write_failure(guard, changes, row["id"], row["name"])
     if not updated:
         return False
     if not final and signals.job_retrying.receivers:

@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from django_cronqueue import jobs, lifecycle, maintenance, signals
@@ -187,6 +188,95 @@ def test_a_failure_whose_lease_was_lost_is_discarded():
     job.refresh_from_db()
     assert (job.status, job.last_error) == ("running", "")
     assert seen == []
+
+
+# --- what a failure records --------------------------------------------------------
+
+
+class Declined(Exception):
+    """Not a builtin: its class path is this module's."""
+
+
+# Error text that names other classes, one of them in a module no code imports.
+TEXT_NAMING_CLASSES = "bad input\nos.path.ValueError: x\ntests.testapp.never_imported.Boom: y"
+
+
+@pytest.mark.parametrize(
+    ("exc", "path"),
+    [
+        (ValueError(TEXT_NAMING_CLASSES), "builtins.ValueError"),
+        (Declined(TEXT_NAMING_CLASSES), f"{__name__}.Declined"),
+    ],
+)
+@pytest.mark.parametrize(("max_attempts", "status"), [(2, "pending"), (1, "failed")])
+def test_a_failure_records_the_class_raised_not_one_its_text_names(exc, path, max_attempts, status):
+    job = JobFactory(max_attempts=max_attempts)
+    lifecycle.complete_failure(claim_one(), exc, now=timezone.now(), definition=definition())
+    job.refresh_from_db()
+    assert (job.status, job.exception_class_path) == (status, path)
+    assert job.last_error.endswith("tests.testapp.never_imported.Boom: y")
+
+
+def test_a_lost_lease_records_lease_lost_without_an_earlier_attempts_traceback():
+    job = JobFactory(max_attempts=2)
+    lifecycle.complete_failure(
+        claim_one(), ValueError("first"), now=timezone.now(), definition=definition()
+    )
+    claim_one(worker_id="crashed")
+    now = timezone.now() + dt.timedelta(minutes=5)
+    assert lifecycle.lose_lease(row_of(job), definition(), now) is True
+    job.refresh_from_db()
+    assert job.status == "failed"
+    assert job.exception_class_path == "django_cronqueue.exceptions.LeaseLost"
+    assert job.last_error.startswith("LeaseLost: lease lost: attempt 2 of 2")
+    assert job.traceback == ""  # not the ValueError of attempt 1
+
+
+@pytest.fixture
+def utf8mb3_last_error():
+    """Job.last_error in utf8mb3, as in a database that migration 0004 could not convert;
+    restored afterwards. Only MySQL and MariaDB have character sets per column."""
+    if connection.vendor != "mysql":
+        pytest.skip("character sets per column are MySQL's and MariaDB's")
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT column_type, collation_name FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND table_name = %s AND column_name = 'last_error'",
+            [Job._meta.db_table],
+        )
+        column_type, collation = cursor.fetchone()
+        cursor.execute(
+            f"ALTER TABLE {table} MODIFY last_error {column_type} CHARACTER SET utf8mb3 NOT NULL"
+        )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"ALTER TABLE {table} MODIFY last_error {column_type} "
+                f"CHARACTER SET utf8mb4 COLLATE {collation} NOT NULL"
+            )
+
+
+@pytest.mark.parametrize(
+    ("job_function", "payload", "status", "raised"),
+    [
+        (test_jobs.fails_with_value_error, {"message": "échec 🚀"}, "failed", "ValueError"),
+        (test_jobs.always_fails, {"reason": "échec 🚀"}, "pending", "RuntimeError"),
+    ],
+)
+def test_a_failure_the_database_cannot_store_is_stored_escaped(
+    utf8mb3_last_error, job_function, payload, status, raised, caplog
+):
+    job = jobs.enqueue(job_function, payload)
+    assert jobs.tick().failed == 1
+    job.refresh_from_db()
+    error = f"{raised}: \\xe9chec \\U0001f680"
+    assert (job.status, job.last_error, job.lock_token) == (status, error, None)
+    assert job.traceback.endswith(f"{error}\n")
+    assert job.exception_class_path == f"builtins.{raised}"
+    assert "cannot store a character of its error" in caplog.text
 
 
 # --- release_unstarted --------------------------------------------------------------

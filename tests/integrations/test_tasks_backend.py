@@ -6,6 +6,7 @@ tests/testapp/tasks.py, imported at start-up by the app's autodiscovery.
 
 import datetime as dt
 import importlib
+import os
 import subprocess
 import sys
 
@@ -286,6 +287,77 @@ def test_a_lost_lease_reads_as_lease_lost():
     [error] = failed.errors
     assert error.exception_class_path == "django_cronqueue.exceptions.LeaseLost"
     assert "lease lost" in error.traceback
+
+
+# --- the class of an error: recorded when written, never read from text, never imported
+
+NEVER_IMPORTED = "tests.testapp.never_imported"
+# Error text naming classes, in lines shaped like a traceback's last: the class raised,
+# tests.testapp.tasks.TaskBoom, in a module no code imports.
+TEXT_NAMING_CLASSES = f"kaboom\nos.path.TaskBoom: x\n{NEVER_IMPORTED}.TaskBoom: y"
+
+
+@pytest.fixture
+def nothing_imported(monkeypatch):
+    """Fails the test if tests/testapp/never_imported.py gets imported."""
+    monkeypatch.delenv("CRONQUEUE_TEST_NEVER_IMPORTED_WAS_IMPORTED", raising=False)
+    assert NEVER_IMPORTED not in sys.modules
+    yield
+    assert NEVER_IMPORTED not in sys.modules
+    assert "CRONQUEUE_TEST_NEVER_IMPORTED_WAS_IMPORTED" not in os.environ
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    ["builtins.ValueError", "builtins.SystemExit", "django_cronqueue.exceptions.LeaseLost"],
+)
+def test_a_recorded_class_of_a_loaded_module_is_reported_as_recorded(recorded):
+    assert backend.exception_class_path(recorded) == recorded
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        "",  # a row failed before the class was recorded
+        f"{NEVER_IMPORTED}.TaskBoom",  # a module this process has not imported
+        "os.path.ValueError",  # no such class
+        "builtins.int",  # not an exception
+        "builtins.print",  # not a class
+        "ValueError",  # not a dotted path
+    ],
+)
+def test_a_recorded_class_that_cannot_be_named_without_importing_is_exception(
+    recorded, nothing_imported
+):
+    assert backend.exception_class_path(recorded) == "builtins.Exception"
+
+
+@needs_django_6
+def test_a_failing_task_reports_the_class_raised_not_one_its_text_names(nothing_imported):
+    result = test_tasks.explode.enqueue(TEXT_NAMING_CLASSES)
+    assert jobs.tick().failed == 1
+    [error] = test_tasks.explode.get_result(result.id).errors
+    assert error.exception_class_path == "tests.testapp.tasks.TaskBoom"
+    assert error.exception_class is test_tasks.TaskBoom
+    assert error.traceback.endswith(f"{NEVER_IMPORTED}.TaskBoom: y\n")
+
+
+@needs_django_6
+@pytest.mark.parametrize("recorded", ["", f"{NEVER_IMPORTED}.TaskBoom"])
+def test_a_failed_row_whose_class_cannot_be_named_reads_as_exception(recorded, nothing_imported):
+    # "": a row failed before classes were recorded, its text naming a class to import.
+    result = test_tasks.explode.enqueue("x")
+    traceback = f"Traceback (most recent call last):\n{NEVER_IMPORTED}.TaskBoom: y\n"
+    Job.objects.filter(pk=int(result.id)).update(
+        status="failed",
+        last_error="TaskBoom: y",
+        traceback=traceback,
+        exception_class_path=recorded,
+    )
+    [error] = test_tasks.explode.get_result(result.id).errors
+    assert error.exception_class_path == "builtins.Exception"
+    assert error.exception_class is Exception
+    assert error.traceback == traceback
 
 
 @needs_django_6

@@ -84,3 +84,8 @@ def hangs(key: str, seconds: float) -> None:
     """Overruns its one-second timeout."""
     time.sleep(seconds)
     SideEffect.objects.create(key=key, pid=os.getpid())
+
+
+@jobs.job(retries=0)
+def fails_with_value_error(message: str) -> None:
+    raise ValueError(message)

@@ -9,7 +9,7 @@ from django.core.checks import ERROR, WARNING, run_checks
 from django.test import override_settings
 
 from django_cronqueue import checks
-from django_cronqueue.checks import check_database_version, check_settings
+from django_cronqueue.checks import check_database_charset, check_database_version, check_settings
 from django_cronqueue.conf import DEFAULTS, KNOWN_KEYS, get_settings
 
 
@@ -274,3 +274,20 @@ def test_database_check_runs_only_when_asked_for_that_database(monkeypatch):
         assert check_database_version(databases=["missing"]) == []
     with override_settings(CRONQUEUE={"DATABASE": ["default"]}):
         assert check_database_version(databases={"default"}) == []
+
+
+# --- W003: the connection's character set (the real ones: tests/db/test_checks.py) ---
+
+
+def test_charset_check_runs_only_when_asked_for_that_database(monkeypatch):
+    fake_connections(monkeypatch, vendor="mysql")  # no cursor: a query would raise
+    assert check_database_charset(databases=None) == []
+    assert check_database_charset(databases=["other"]) == []
+    with override_settings(CRONQUEUE={"DATABASE": "missing"}):
+        assert check_database_charset(databases=["missing"]) == []
+
+
+@pytest.mark.parametrize("vendor", ["sqlite", "postgresql"])
+def test_charset_check_leaves_other_vendors_alone(monkeypatch, vendor):
+    fake_connections(monkeypatch, vendor=vendor)  # no cursor: a query would raise
+    assert check_database_charset(databases=["default"]) == []

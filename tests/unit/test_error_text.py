@@ -2,8 +2,11 @@
 storable whatever the exception holds."""
 
 from django_cronqueue.error_text import (
+    MAX_CLASS_PATH_CHARS,
     MAX_ERROR_CHARS,
     MAX_TRACEBACK_CHARS,
+    ascii_text,
+    class_path,
     clean_text,
     describe,
     format_traceback,
@@ -80,3 +83,28 @@ def test_format_traceback_survives_a_broken_str():
 
     text = format_traceback(raised(Nasty()))
     assert "Nasty" in text
+
+
+class Declined(Exception):
+    pass
+
+
+def test_class_path_is_the_class_raised_whatever_its_text_names():
+    text = "bad\nos.path.ValueError: x\ntests.testapp.never_imported.TaskBoom: y"
+    assert class_path(ValueError(text)) == "builtins.ValueError"
+    assert class_path(Declined(text)) == f"{__name__}.Declined"
+    assert class_path(SystemExit(3)) == "builtins.SystemExit"
+
+
+def test_class_path_of_a_class_it_cannot_store_is_empty():
+    long = type("L" * MAX_CLASS_PATH_CHARS, (Exception,), {})
+    assert class_path(long()) == ""
+    doctored = type("Doctored", (Exception,), {"__qualname__": "bad\x00name"})
+    assert class_path(doctored()) == ""
+
+
+def test_ascii_text_escapes_every_non_ascii_character_within_the_limit():
+    assert ascii_text("ValueError: échec 🚀", 100) == "ValueError: \\xe9chec \\U0001f680"
+    assert ascii_text("a\x00\udc80", 100) == "a\\x00\\udc80"
+    escaped = ascii_text("🚀" * 1_000, 500)
+    assert len(escaped) == 500 and escaped.isascii()
