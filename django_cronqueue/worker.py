@@ -358,8 +358,8 @@ class Worker:
         now_monotonic = time.monotonic()
         with self._held_lock:
             renewable = [
-                job_id
-                for job_id, held in self._held.items()
+                held.job
+                for held in self._held.values()
                 if held.deadline is None or held.deadline > now_monotonic
             ]
             overdue = [
@@ -372,7 +372,7 @@ class Worker:
         for held in overdue:
             self._abandon(held)
         now = timezone.now()
-        lifecycle.renew_leases(self.id, renewable, until=now + self.lease)
+        lifecycle.renew_leases(renewable, until=now + self.lease)
         WorkerRow.objects.using(database_alias()).filter(id=self.id).update(last_seen=now)
         close_old_connections()
 
