@@ -37,6 +37,7 @@ logger = logging.getLogger("django_cronqueue")
 
 MAX_DB_BACKOFF = 30.0
 OUTCOME_WRITE_ATTEMPTS = 4  # over 0.5 + 1 + 2 s of backoff
+HELPER_JOIN_TIMEOUT = 10.0  # seconds run() waits for the heartbeat and the listener to end
 
 
 # --- the runjobs worker -----------------------------------------------------------
@@ -91,6 +92,8 @@ class Worker:
         self._held_lock = threading.Lock()
         self._slots: list[threading.Thread] = []
         self._abandoned: set[threading.Thread] = set()
+        self._helpers: list[threading.Thread] = []  # the heartbeat and the listener
+        self._helpers_stop = threading.Event()
         self._signals = 0
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
         self._skip_capped_until = 0.0
@@ -100,9 +103,20 @@ class Worker:
     # lifecycle ------------------------------------------------------------------
 
     def run(self) -> int:
-        """Work until stopped (or, in once/burst mode, until nothing is due). Returns 0."""
-        self._install_signal_handlers()
-        self._use_persistent_connections()
+        """Work until stopped (or, in once/burst mode, until nothing is due). Returns 0.
+
+        Leaves nothing behind: the signal handlers and this thread's connection settings
+        are restored, and the threads it started are stopped, except a slot still in a
+        handler, which nothing can stop."""
+        handlers = self._install_signal_handlers()
+        settings = self._use_persistent_connections()
+        try:
+            return self._run()
+        finally:
+            self._stop_helpers()
+            self._restore(handlers, settings)
+
+    def _run(self) -> int:
         logger.info(
             "Worker %s starting: queues=%s concurrency=%s mode=%s",
             self.id,
@@ -116,11 +130,9 @@ class Worker:
         if self.mode == "once":
             self._cutoff = timezone.now()
         self._with_database_retry(self._housekeep)
-        threading.Thread(
-            target=self._heartbeat_loop, name="cronqueue-heartbeat", daemon=True
-        ).start()
+        self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")
         if self.mode == "forever":
-            threading.Thread(target=self._listen_loop, name="cronqueue-listen", daemon=True).start()
+            self._start_helper(self._listen_loop, "cronqueue-listen")
         for index in range(self.concurrency):
             self._start_slot(index)
         self._main_loop()
@@ -164,11 +176,22 @@ class Worker:
         self.stopping.set()
         self.wake.set()
 
-    def _install_signal_handlers(self) -> None:
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Handle SIGTERM and SIGINT; returns the handlers they had."""
         if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._on_signal)
+            return {}
+        return {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+
+    def _restore(self, handlers: dict[int, Any], settings: dict[str, dict[str, Any]]) -> None:
+        """Give the caller back its signal handlers and connection settings (``runjobs``
+        called in-process, by a test suite or a script, goes on running after this)."""
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        for alias, settings_dict in settings.items():
+            connections[alias].settings_dict = settings_dict
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals += 1
@@ -347,10 +370,24 @@ class Worker:
 
     # heartbeat, listener, database ------------------------------------------------
 
+    def _start_helper(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._helpers.append(thread)
+        thread.start()
+
+    def _stop_helpers(self) -> None:
+        """Stop the heartbeat (it renews leases until the slots are done) and the listener."""
+        self.stop()  # a slot whose late handler returns now stops too
+        self._helpers_stop.set()
+        for thread in self._helpers:
+            thread.join(HELPER_JOIN_TIMEOUT)
+            if thread.is_alive():
+                logger.warning("Worker %s: %s did not stop in time", self.id, thread.name)
+
     def _heartbeat_loop(self) -> None:
         self._use_persistent_connections()
         interval = max(self.lease.total_seconds() / 3, 0.05)
-        while not self.stopping.wait(interval):
+        while not self._helpers_stop.wait(interval):
             self._with_database_retry(self._beat, attempts=1)
         connections.close_all()
 
@@ -450,15 +487,19 @@ class Worker:
         connections.close_all()
         self.stopping.wait(delay)
 
-    def _use_persistent_connections(self) -> None:
+    def _use_persistent_connections(self) -> dict[str, dict[str, Any]]:
         """A worker is long-lived: keep this thread's connections open between jobs
         instead of reconnecting per job, unless CONN_MAX_AGE says otherwise. Each thread
         has its own connection wrappers, so the setting is changed on this thread's copy
-        only; a broken connection is closed by close_old_connections() and reopened."""
+        only; a broken connection is closed by close_old_connections() and reopened.
+        Returns the settings it replaced, by alias."""
         max_age = get_settings().WORKER_CONN_MAX_AGE
+        replaced: dict[str, dict[str, Any]] = {}
         if max_age is None:
-            return
+            return replaced
         for alias in connections:
             wrapper = connections[alias]
             if wrapper.settings_dict.get("CONN_MAX_AGE", 0) == 0:  # Django's default
+                replaced[alias] = wrapper.settings_dict
                 wrapper.settings_dict = {**wrapper.settings_dict, "CONN_MAX_AGE": max_age}
+        return replaced
