@@ -4,7 +4,9 @@
 thread does the housekeeping every poll interval, and ``concurrency`` slot threads
 (each with its own database connection) claim and run jobs, beside a heartbeat thread
 that renews the leases of the jobs it holds and, on PostgreSQL, a LISTEN connection
-that wakes idle slots as soon as a job is enqueued.
+that wakes idle slots as soon as a job is enqueued. Those are all its threads: a slot
+whose handler overran its timeout keeps it (no thread can be killed) and takes no new
+work until it returns, and ``run()`` stops the helpers before it returns.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from django.db import DatabaseError, InterfaceError, close_old_connections, connections
 from django.utils import timezone
 
-from . import lifecycle
+from . import lifecycle, signals
 from .claiming import ClaimedJob, claim_request, complete_and_claim, is_capped
 from .conf import database_alias, get_settings
 from .execution import Call, Recorder, call
@@ -55,8 +57,9 @@ def _add_or_flush(recorder: Recorder, outcome: Call) -> None:
 class HeldJob:
     job: ClaimedJob
     slot: str = ""  # the name of the slot thread holding it
+    started: bool = False  # its handler was called
     deadline: float | None = None  # monotonic; set when its handler starts
-    abandoned: bool = False  # past its timeout: its slot was replaced
+    abandoned: bool = False  # past its timeout: no longer renewed
 
 
 class Worker:
@@ -91,7 +94,7 @@ class Worker:
         self._held: dict[int, HeldJob] = {}
         self._held_lock = threading.Lock()
         self._slots: list[threading.Thread] = []
-        self._abandoned: set[threading.Thread] = set()
+        self._overran_slots: set[str] = set()  # names of slots in a handler past its timeout
         self._helpers: list[threading.Thread] = []  # the heartbeat and the listener
         self._helpers_stop = threading.Event()
         self._signals = 0
@@ -107,7 +110,7 @@ class Worker:
 
         Leaves nothing behind: the signal handlers and this thread's connection settings
         are restored, and the threads it started are stopped, except a slot still in a
-        handler, which nothing can stop."""
+        handler (past its timeout, or past the shutdown timeout: see ``unfinished``)."""
         handlers = self._install_signal_handlers()
         settings = self._use_persistent_connections()
         try:
@@ -152,14 +155,26 @@ class Worker:
         self.housekeeping.run(timezone.now(), materialize=self.scheduler)
 
     def _working_slots(self) -> list[threading.Thread]:
-        return [t for t in self._slots if t.is_alive() and t not in self._abandoned]
+        with self._held_lock:
+            return [t for t in self._slots if t.is_alive() and t.name not in self._overran_slots]
+
+    def _overran_slot_threads(self) -> list[threading.Thread]:
+        with self._held_lock:
+            return [t for t in self._slots if t.is_alive() and t.name in self._overran_slots]
 
     def _shutdown(self) -> int:
         deadline = time.monotonic() + self.shutdown_timeout
         for thread in self._working_slots():
             thread.join(max(0.0, deadline - time.monotonic()))
         still_running = [thread.name for thread in self._working_slots()]
-        self.unfinished = still_running
+        overran = [thread.name for thread in self._overran_slot_threads()]
+        self.unfinished = still_running + overran
+        if overran:
+            logger.warning(
+                "Worker %s: %s handler(s) past their timeout still running; abandoned",
+                self.id,
+                len(overran),
+            )
         if still_running:
             logger.warning(
                 "Worker %s: %s handler(s) still running after the shutdown timeout of %ss; "
@@ -237,9 +252,7 @@ class Worker:
                     self.wake.wait(self.poll_interval)
                     self.wake.clear()
                     continue
-                replaced, all_quick = self._run_held(jobs, recorder)
-                if replaced:
-                    return  # this slot overran a timeout and another took its place
+                all_quick = self._run_held(jobs, recorder)
                 batch = min(batch * 2, self.prefetch) if all_quick else 1
         finally:
             self._flush(recorder)
@@ -276,20 +289,16 @@ class Worker:
                 self._held[job.id] = HeldJob(job, slot=threading.current_thread().name)
         return jobs
 
-    def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> tuple[bool, bool]:
-        """Run claimed jobs in order. Returns (this slot was replaced, all were quick)."""
+    def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> bool:
+        """Run claimed jobs in order. Returns True when all were quick."""
         all_quick = True
         try:
             for index, job in enumerate(jobs):
                 if self.stopping.is_set():
                     self._give_back(jobs[index:])
                     break
-                replaced, quick = self._run_one(job, recorder)
-                all_quick = all_quick and quick
-                if replaced:
-                    self._give_back(jobs[index + 1 :])
-                    return True, False
-            return False, all_quick
+                all_quick = self._run_one(job, recorder) and all_quick
+            return all_quick
         finally:
             if self.stopping.is_set() or not all_quick:
                 self._flush(recorder)  # else the slot's next claim writes them
@@ -297,12 +306,15 @@ class Worker:
             waiting = {id(outcome.job) for outcome in recorder.pending}
             self._drop_held([job for job in jobs if id(job) not in waiting])
 
-    def _run_one(self, job: ClaimedJob, recorder: Recorder) -> tuple[bool, bool]:
-        """Run one job. Returns (its slot was replaced meanwhile, it was quick)."""
+    def _run_one(self, job: ClaimedJob, recorder: Recorder) -> bool:
+        """Run one job, unless it was given back meanwhile. Returns True when it was quick."""
         definition = registry.get(job.name)
         timeout = definition.effective_timeout if definition else 0.0
         with self._held_lock:
-            held = self._held[job.id]
+            held = self._held.get(job.id)
+            if held is None or held.job.token != job.token:
+                return True  # given back by the heartbeat: a job before it overran
+            held.started = True
             held.deadline = time.monotonic() + timeout
         quick = waiting = False
         try:
@@ -327,7 +339,19 @@ class Worker:
             else:
                 self._drop_held([job])
             close_old_connections()
-        return held.abandoned, quick
+            if held.abandoned:
+                self._returned_late(held)
+        return quick
+
+    def _returned_late(self, held: HeldJob) -> None:
+        with self._held_lock:
+            self._overran_slots.discard(held.slot)
+        logger.warning(
+            "Job %s #%s returned after its timeout; %s takes new work again",
+            held.job.name,
+            held.job.id,
+            held.slot,
+        )
 
     def _flush(self, recorder: Recorder) -> None:
         try:
@@ -350,14 +374,28 @@ class Worker:
                 self._database_backoff(exc, failure)
 
     def _give_back(self, jobs: list[ClaimedJob]) -> None:
+        """Give back those of ``jobs`` this process holds and has not started. They
+        leave the held set first, under the lock, so that their slot cannot start one
+        meanwhile (the heartbeat gives back the jobs of a slot that overran)."""
+        with self._held_lock:
+            unstarted = [
+                job
+                for job in jobs
+                if (held := self._held.get(job.id)) is not None
+                and held.job.token == job.token
+                and not held.started
+            ]
+            for job in unstarted:
+                del self._held[job.id]
+        if not unstarted:
+            return
         try:
-            released = lifecycle.release_unstarted(jobs)
+            released = lifecycle.release_unstarted(unstarted)
             logger.info("Worker %s: gave back %s unstarted job(s)", self.id, released)
         except (DatabaseError, InterfaceError) as exc:
             logger.warning(
                 "Worker %s: could not give back jobs (%s); leases will expire", self.id, exc
             )
-        self._drop_held(jobs)
 
     def _drop_held(self, jobs: list[ClaimedJob]) -> None:
         """Forget these claims. Only these: a run that overran its timeout may return
@@ -415,20 +453,37 @@ class Worker:
 
     def _abandon(self, held: HeldJob) -> None:
         """A handler ran past its timeout: stop renewing its lease (it will be treated
-        as lost) and give its slot's work to a fresh thread. Python cannot kill the
-        thread; if the handler ever returns, its completion is discarded."""
-        held.abandoned = True
-        slot = next((t for t in self._slots if t.name == held.slot), None)
-        if slot is not None:
-            self._abandoned.add(slot)
+        as lost) and give back the jobs its slot claimed with it. Python cannot kill the
+        thread, and the slot takes no new work until the handler returns (a fresh thread
+        per overrun would pile up threads and connections without bound); if it ever
+        returns, its completion is discarded once the row has moved on."""
+        with self._held_lock:
+            if self._held.get(held.job.id) is not held or held.deadline is None:
+                return  # it returned meanwhile
+            held.abandoned = True
+            self._overran_slots.add(held.slot)
+            stuck = len(self._overran_slots)
+            batch = [other.job for other in self._held.values() if other.slot == held.slot]
+        job = held.job
         logger.error(
-            "Job %s #%s ran past its timeout; its lease is no longer renewed",
-            held.job.name,
-            held.job.id,
-            extra={"job_id": held.job.id, "job_name": held.job.name, "outcome": "timed_out"},
+            "Job %s #%s ran past its timeout; its lease is no longer renewed and %s takes "
+            "no new work until it returns",
+            job.name,
+            job.id,
+            held.slot,
+            extra={"job_id": job.id, "job_name": job.name, "outcome": "timed_out"},
         )
-        if not self.stopping.is_set():
-            self._start_slot(len(self._slots))
+        self._give_back(batch)
+        definition = registry.get(job.name)
+        timeout = definition.effective_timeout if definition else 0.0
+        signals.send(signals.job_timed_out, job.name, job=job, timeout=timeout)
+        if stuck >= self.concurrency:
+            logger.error(
+                "Worker %s: all %s slot(s) are in handlers past their timeout; this worker "
+                "runs no job until one returns",
+                self.id,
+                self.concurrency,
+            )
 
     def _listen_loop(self) -> None:
         alias = database_alias()

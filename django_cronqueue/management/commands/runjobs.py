@@ -96,10 +96,10 @@ class Command(BaseCommand):
         )
         exit_code = worker.run()
         if worker.unfinished and self.from_command_line:
-            # Handlers still running after the shutdown timeout would keep the process
-            # alive (an async handler's event loop runs in a non-daemon thread that the
-            # interpreter joins at exit): leave now, their leases expire. Called
-            # in-process (call_command), the caller goes on.
+            # Handlers still running (past the shutdown timeout, or past their own timeout)
+            # would keep the process alive (an async handler's event loop runs in a
+            # non-daemon thread that the interpreter joins at exit): leave now, their
+            # leases expire. Called in-process (call_command), the caller goes on.
             logging.shutdown()
             sys.stdout.flush()
             sys.stderr.flush()
