@@ -12,11 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import logging
-from collections.abc import Mapping
+import operator
+from collections.abc import Mapping, Sequence
+from functools import reduce
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from . import signals
@@ -220,15 +222,19 @@ def release_unstarted(jobs: list[ClaimedJob]) -> int:
     return released
 
 
-def renew_leases(worker_id: str, job_ids: list[int], *, until: dt.datetime) -> int:
-    """Extend the leases this worker still holds."""
-    if not job_ids:
+def renew_leases(jobs: Sequence[ClaimedJob], *, until: dt.datetime) -> int:
+    """Extend the leases of these claims, each only while its row is still running under
+    that claim's token: never the lease of a later claim of the row, even one made under
+    the same worker id."""
+    ids_by_token: dict[str, list[int]] = {}
+    for job in jobs:
+        ids_by_token.setdefault(job.token, []).append(job.id)
+    if not ids_by_token:
         return 0
-    return (
-        _jobs()
-        .filter(id__in=job_ids, status=JobStatus.RUNNING, worker_id=worker_id)
-        .update(locked_until=until)
+    held = reduce(
+        operator.or_, (Q(lock_token=token, id__in=ids) for token, ids in ids_by_token.items())
     )
+    return _jobs().filter(held, status=JobStatus.RUNNING).update(locked_until=until)
 
 
 def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt.datetime) -> bool:

@@ -5,6 +5,8 @@
 - ``job_retrying(job, exc, run_at)``: the handler raised (or its lease was lost) and the
   job will run again at ``run_at``.
 - ``job_failed(job, exc)``: the last attempt failed; the job is ``failed``.
+- ``job_timed_out(job, timeout)``: a worker's handler ran past its ``timeout`` (seconds):
+  its lease is no longer renewed, and its slot takes no new work until it returns.
 - ``cron_occurrence_created(job, schedule)``: a cron occurrence became a job row.
 """
 
@@ -18,6 +20,7 @@ job_started = Signal()
 job_succeeded = Signal()
 job_failed = Signal()
 job_retrying = Signal()
+job_timed_out = Signal()
 cron_occurrence_created = Signal()
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
+from . import lifecycle
 from .claiming import ClaimedJob, claim_due
 from .execution import run_claimed
 from .maintenance import PruneClock, prune, recover_expired_leases
@@ -72,8 +73,38 @@ def tick(
         if len(batch) < TICK_CLAIM_BATCH:
             break
     ran = failed = 0
-    for job in claimed:
-        succeeded, _ = run_claimed(job, lambda: now)
+    for index, job in enumerate(claimed):
+        try:
+            succeeded, _ = run_claimed(job, lambda: now)
+        except BaseException:
+            # Its outcome could not be written (the database failed): the error is the
+            # caller's, but the jobs not started yet go back now, not when leases expire.
+            _give_back(claimed[index + 1 :], after=job)
+            raise
         ran += succeeded
         failed += not succeeded
     return TickResult(claimed=len(claimed), ran=ran, failed=failed)
+
+
+def _give_back(jobs: list[ClaimedJob], *, after: ClaimedJob) -> None:
+    if not jobs:
+        return
+    try:
+        released = lifecycle.release_unstarted(jobs)
+    except Exception as exc:
+        logger.error(
+            "Job %s #%s: could not record the outcome, nor give back the %s job(s) claimed "
+            "with it (%s: %s); their leases will expire",
+            after.name,
+            after.id,
+            len(jobs),
+            type(exc).__name__,
+            exc,
+        )
+        return
+    logger.warning(
+        "Job %s #%s: could not record the outcome; gave back the %s job(s) claimed with it",
+        after.name,
+        after.id,
+        released,
+    )

@@ -4,7 +4,9 @@
 thread does the housekeeping every poll interval, and ``concurrency`` slot threads
 (each with its own database connection) claim and run jobs, beside a heartbeat thread
 that renews the leases of the jobs it holds and, on PostgreSQL, a LISTEN connection
-that wakes idle slots as soon as a job is enqueued.
+that wakes idle slots as soon as a job is enqueued. Those are all its threads: a slot
+whose handler overran its timeout keeps it (no thread can be killed) and takes no new
+work until it returns, and ``run()`` stops the helpers before it returns.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from django.db import DatabaseError, InterfaceError, close_old_connections, connections
 from django.utils import timezone
 
-from . import lifecycle
+from . import lifecycle, signals
 from .claiming import ClaimedJob, claim_request, complete_and_claim, is_capped
 from .conf import database_alias, get_settings
 from .execution import Call, Recorder, call
@@ -37,6 +39,7 @@ logger = logging.getLogger("django_cronqueue")
 
 MAX_DB_BACKOFF = 30.0
 OUTCOME_WRITE_ATTEMPTS = 4  # over 0.5 + 1 + 2 s of backoff
+HELPER_JOIN_TIMEOUT = 10.0  # seconds run() waits for the heartbeat and the listener to end
 
 
 # --- the runjobs worker -----------------------------------------------------------
@@ -54,8 +57,9 @@ def _add_or_flush(recorder: Recorder, outcome: Call) -> None:
 class HeldJob:
     job: ClaimedJob
     slot: str = ""  # the name of the slot thread holding it
+    started: bool = False  # its handler was called
     deadline: float | None = None  # monotonic; set when its handler starts
-    abandoned: bool = False  # past its timeout: its slot was replaced
+    abandoned: bool = False  # past its timeout: no longer renewed
 
 
 class Worker:
@@ -90,7 +94,9 @@ class Worker:
         self._held: dict[int, HeldJob] = {}
         self._held_lock = threading.Lock()
         self._slots: list[threading.Thread] = []
-        self._abandoned: set[threading.Thread] = set()
+        self._overran_slots: set[str] = set()  # names of slots in a handler past its timeout
+        self._helpers: list[threading.Thread] = []  # the heartbeat and the listener
+        self._helpers_stop = threading.Event()
         self._signals = 0
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
         self._skip_capped_until = 0.0
@@ -100,9 +106,20 @@ class Worker:
     # lifecycle ------------------------------------------------------------------
 
     def run(self) -> int:
-        """Work until stopped (or, in once/burst mode, until nothing is due). Returns 0."""
-        self._install_signal_handlers()
-        self._use_persistent_connections()
+        """Work until stopped (or, in once/burst mode, until nothing is due). Returns 0.
+
+        Leaves nothing behind: the signal handlers and this thread's connection settings
+        are restored, and the threads it started are stopped, except a slot still in a
+        handler (past its timeout, or past the shutdown timeout: see ``unfinished``)."""
+        handlers = self._install_signal_handlers()
+        settings = self._use_persistent_connections()
+        try:
+            return self._run()
+        finally:
+            self._stop_helpers()
+            self._restore(handlers, settings)
+
+    def _run(self) -> int:
         logger.info(
             "Worker %s starting: queues=%s concurrency=%s mode=%s",
             self.id,
@@ -116,11 +133,9 @@ class Worker:
         if self.mode == "once":
             self._cutoff = timezone.now()
         self._with_database_retry(self._housekeep)
-        threading.Thread(
-            target=self._heartbeat_loop, name="cronqueue-heartbeat", daemon=True
-        ).start()
+        self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")
         if self.mode == "forever":
-            threading.Thread(target=self._listen_loop, name="cronqueue-listen", daemon=True).start()
+            self._start_helper(self._listen_loop, "cronqueue-listen")
         for index in range(self.concurrency):
             self._start_slot(index)
         self._main_loop()
@@ -140,14 +155,26 @@ class Worker:
         self.housekeeping.run(timezone.now(), materialize=self.scheduler)
 
     def _working_slots(self) -> list[threading.Thread]:
-        return [t for t in self._slots if t.is_alive() and t not in self._abandoned]
+        with self._held_lock:
+            return [t for t in self._slots if t.is_alive() and t.name not in self._overran_slots]
+
+    def _overran_slot_threads(self) -> list[threading.Thread]:
+        with self._held_lock:
+            return [t for t in self._slots if t.is_alive() and t.name in self._overran_slots]
 
     def _shutdown(self) -> int:
         deadline = time.monotonic() + self.shutdown_timeout
         for thread in self._working_slots():
             thread.join(max(0.0, deadline - time.monotonic()))
         still_running = [thread.name for thread in self._working_slots()]
-        self.unfinished = still_running
+        overran = [thread.name for thread in self._overran_slot_threads()]
+        self.unfinished = still_running + overran
+        if overran:
+            logger.warning(
+                "Worker %s: %s handler(s) past their timeout still running; abandoned",
+                self.id,
+                len(overran),
+            )
         if still_running:
             logger.warning(
                 "Worker %s: %s handler(s) still running after the shutdown timeout of %ss; "
@@ -164,11 +191,22 @@ class Worker:
         self.stopping.set()
         self.wake.set()
 
-    def _install_signal_handlers(self) -> None:
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Handle SIGTERM and SIGINT; returns the handlers they had."""
         if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._on_signal)
+            return {}
+        return {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+
+    def _restore(self, handlers: dict[int, Any], settings: dict[str, dict[str, Any]]) -> None:
+        """Give the caller back its signal handlers and connection settings (``runjobs``
+        called in-process, by a test suite or a script, goes on running after this)."""
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        for alias, settings_dict in settings.items():
+            connections[alias].settings_dict = settings_dict
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals += 1
@@ -214,9 +252,7 @@ class Worker:
                     self.wake.wait(self.poll_interval)
                     self.wake.clear()
                     continue
-                replaced, all_quick = self._run_held(jobs, recorder)
-                if replaced:
-                    return  # this slot overran a timeout and another took its place
+                all_quick = self._run_held(jobs, recorder)
                 batch = min(batch * 2, self.prefetch) if all_quick else 1
         finally:
             self._flush(recorder)
@@ -253,20 +289,16 @@ class Worker:
                 self._held[job.id] = HeldJob(job, slot=threading.current_thread().name)
         return jobs
 
-    def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> tuple[bool, bool]:
-        """Run claimed jobs in order. Returns (this slot was replaced, all were quick)."""
+    def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> bool:
+        """Run claimed jobs in order. Returns True when all were quick."""
         all_quick = True
         try:
             for index, job in enumerate(jobs):
                 if self.stopping.is_set():
                     self._give_back(jobs[index:])
                     break
-                replaced, quick = self._run_one(job, recorder)
-                all_quick = all_quick and quick
-                if replaced:
-                    self._give_back(jobs[index + 1 :])
-                    return True, False
-            return False, all_quick
+                all_quick = self._run_one(job, recorder) and all_quick
+            return all_quick
         finally:
             if self.stopping.is_set() or not all_quick:
                 self._flush(recorder)  # else the slot's next claim writes them
@@ -274,12 +306,15 @@ class Worker:
             waiting = {id(outcome.job) for outcome in recorder.pending}
             self._drop_held([job for job in jobs if id(job) not in waiting])
 
-    def _run_one(self, job: ClaimedJob, recorder: Recorder) -> tuple[bool, bool]:
-        """Run one job. Returns (its slot was replaced meanwhile, it was quick)."""
+    def _run_one(self, job: ClaimedJob, recorder: Recorder) -> bool:
+        """Run one job, unless it was given back meanwhile. Returns True when it was quick."""
         definition = registry.get(job.name)
         timeout = definition.effective_timeout if definition else 0.0
         with self._held_lock:
-            held = self._held[job.id]
+            held = self._held.get(job.id)
+            if held is None or held.job.token != job.token:
+                return True  # given back by the heartbeat: a job before it overran
+            held.started = True
             held.deadline = time.monotonic() + timeout
         quick = waiting = False
         try:
@@ -304,7 +339,19 @@ class Worker:
             else:
                 self._drop_held([job])
             close_old_connections()
-        return held.abandoned, quick
+            if held.abandoned:
+                self._returned_late(held)
+        return quick
+
+    def _returned_late(self, held: HeldJob) -> None:
+        with self._held_lock:
+            self._overran_slots.discard(held.slot)
+        logger.warning(
+            "Job %s #%s returned after its timeout; %s takes new work again",
+            held.job.name,
+            held.job.id,
+            held.slot,
+        )
 
     def _flush(self, recorder: Recorder) -> None:
         try:
@@ -327,14 +374,28 @@ class Worker:
                 self._database_backoff(exc, failure)
 
     def _give_back(self, jobs: list[ClaimedJob]) -> None:
+        """Give back those of ``jobs`` this process holds and has not started. They
+        leave the held set first, under the lock, so that their slot cannot start one
+        meanwhile (the heartbeat gives back the jobs of a slot that overran)."""
+        with self._held_lock:
+            unstarted = [
+                job
+                for job in jobs
+                if (held := self._held.get(job.id)) is not None
+                and held.job.token == job.token
+                and not held.started
+            ]
+            for job in unstarted:
+                del self._held[job.id]
+        if not unstarted:
+            return
         try:
-            released = lifecycle.release_unstarted(jobs)
+            released = lifecycle.release_unstarted(unstarted)
             logger.info("Worker %s: gave back %s unstarted job(s)", self.id, released)
         except (DatabaseError, InterfaceError) as exc:
             logger.warning(
                 "Worker %s: could not give back jobs (%s); leases will expire", self.id, exc
             )
-        self._drop_held(jobs)
 
     def _drop_held(self, jobs: list[ClaimedJob]) -> None:
         """Forget these claims. Only these: a run that overran its timeout may return
@@ -347,10 +408,24 @@ class Worker:
 
     # heartbeat, listener, database ------------------------------------------------
 
+    def _start_helper(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._helpers.append(thread)
+        thread.start()
+
+    def _stop_helpers(self) -> None:
+        """Stop the heartbeat (it renews leases until the slots are done) and the listener."""
+        self.stop()  # a slot whose late handler returns now stops too
+        self._helpers_stop.set()
+        for thread in self._helpers:
+            thread.join(HELPER_JOIN_TIMEOUT)
+            if thread.is_alive():
+                logger.warning("Worker %s: %s did not stop in time", self.id, thread.name)
+
     def _heartbeat_loop(self) -> None:
         self._use_persistent_connections()
         interval = max(self.lease.total_seconds() / 3, 0.05)
-        while not self.stopping.wait(interval):
+        while not self._helpers_stop.wait(interval):
             self._with_database_retry(self._beat, attempts=1)
         connections.close_all()
 
@@ -358,8 +433,8 @@ class Worker:
         now_monotonic = time.monotonic()
         with self._held_lock:
             renewable = [
-                job_id
-                for job_id, held in self._held.items()
+                held.job
+                for held in self._held.values()
                 if held.deadline is None or held.deadline > now_monotonic
             ]
             overdue = [
@@ -372,26 +447,43 @@ class Worker:
         for held in overdue:
             self._abandon(held)
         now = timezone.now()
-        lifecycle.renew_leases(self.id, renewable, until=now + self.lease)
+        lifecycle.renew_leases(renewable, until=now + self.lease)
         WorkerRow.objects.using(database_alias()).filter(id=self.id).update(last_seen=now)
         close_old_connections()
 
     def _abandon(self, held: HeldJob) -> None:
         """A handler ran past its timeout: stop renewing its lease (it will be treated
-        as lost) and give its slot's work to a fresh thread. Python cannot kill the
-        thread; if the handler ever returns, its completion is discarded."""
-        held.abandoned = True
-        slot = next((t for t in self._slots if t.name == held.slot), None)
-        if slot is not None:
-            self._abandoned.add(slot)
+        as lost) and give back the jobs its slot claimed with it. Python cannot kill the
+        thread, and the slot takes no new work until the handler returns (a fresh thread
+        per overrun would pile up threads and connections without bound); if it ever
+        returns, its completion is discarded once the row has moved on."""
+        with self._held_lock:
+            if self._held.get(held.job.id) is not held or held.deadline is None:
+                return  # it returned meanwhile
+            held.abandoned = True
+            self._overran_slots.add(held.slot)
+            stuck = len(self._overran_slots)
+            batch = [other.job for other in self._held.values() if other.slot == held.slot]
+        job = held.job
         logger.error(
-            "Job %s #%s ran past its timeout; its lease is no longer renewed",
-            held.job.name,
-            held.job.id,
-            extra={"job_id": held.job.id, "job_name": held.job.name, "outcome": "timed_out"},
+            "Job %s #%s ran past its timeout; its lease is no longer renewed and %s takes "
+            "no new work until it returns",
+            job.name,
+            job.id,
+            held.slot,
+            extra={"job_id": job.id, "job_name": job.name, "outcome": "timed_out"},
         )
-        if not self.stopping.is_set():
-            self._start_slot(len(self._slots))
+        self._give_back(batch)
+        definition = registry.get(job.name)
+        timeout = definition.effective_timeout if definition else 0.0
+        signals.send(signals.job_timed_out, job.name, job=job, timeout=timeout)
+        if stuck >= self.concurrency:
+            logger.error(
+                "Worker %s: all %s slot(s) are in handlers past their timeout; this worker "
+                "runs no job until one returns",
+                self.id,
+                self.concurrency,
+            )
 
     def _listen_loop(self) -> None:
         alias = database_alias()
@@ -450,15 +542,19 @@ class Worker:
         connections.close_all()
         self.stopping.wait(delay)
 
-    def _use_persistent_connections(self) -> None:
+    def _use_persistent_connections(self) -> dict[str, dict[str, Any]]:
         """A worker is long-lived: keep this thread's connections open between jobs
         instead of reconnecting per job, unless CONN_MAX_AGE says otherwise. Each thread
         has its own connection wrappers, so the setting is changed on this thread's copy
-        only; a broken connection is closed by close_old_connections() and reopened."""
+        only; a broken connection is closed by close_old_connections() and reopened.
+        Returns the settings it replaced, by alias."""
         max_age = get_settings().WORKER_CONN_MAX_AGE
+        replaced: dict[str, dict[str, Any]] = {}
         if max_age is None:
-            return
+            return replaced
         for alias in connections:
             wrapper = connections[alias]
             if wrapper.settings_dict.get("CONN_MAX_AGE", 0) == 0:  # Django's default
+                replaced[alias] = wrapper.settings_dict
                 wrapper.settings_dict = {**wrapper.settings_dict, "CONN_MAX_AGE": max_age}
+        return replaced

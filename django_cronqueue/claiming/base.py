@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.constants import OnConflict
 from django.utils import timezone
@@ -231,6 +233,31 @@ def keep_within_caps(
             room[job.name] -= 1
         kept.append(job)
     return kept
+
+
+@contextmanager
+def read_committed_transaction(connection: BaseDatabaseWrapper) -> Iterator[None]:
+    """A transaction at READ COMMITTED, whatever the connection's own level.
+
+    A capped claim counts a name's running rows after locking the name's lock row, and
+    must see every claim committed before it got that lock. Under REPEATABLE READ the
+    count would read a snapshot taken at the transaction's first read, before the lock,
+    and the name could run over its cap. Inside a caller's transaction (``jobs.tick()``
+    in an atomic block) the level can no longer change: that transaction's applies.
+    """
+    outermost = not connection.in_atomic_block
+    with transaction.atomic(using=connection.alias):
+        if outermost and _isolation_level(connection) != "read committed":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        yield
+
+
+def _isolation_level(connection: BaseDatabaseWrapper) -> str:
+    """The level Django sets on the connection ("read committed" by default on MySQL and
+    PostgreSQL; the OPTIONS "isolation_level"), "" when it leaves the server's default."""
+    level = getattr(connection, "isolation_level", None)
+    return str(getattr(level, "name", level) or "").lower().replace("_", " ")
 
 
 def claim_two_step(

@@ -1,7 +1,8 @@
 # Locking model: row locks. Claimers select candidates with FOR UPDATE SKIP LOCKED, so
 # concurrent workers skip each other's rows instead of waiting, and the UPDATE that marks
 # them running is the same statement (no cap) or the same transaction (capped names,
-# whose lock row is taken FOR UPDATE while the running rows are counted). A worker's
+# whose lock row is taken FOR UPDATE while the running rows are counted, at READ
+# COMMITTED whatever isolation level the connection's OPTIONS ask for). A worker's
 # quick successes can ride along in the same statement (complete_and_claim): one commit
 # for "these are done, give me more".
 """Claiming on PostgreSQL."""
@@ -11,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..cursors import fast_cursor
@@ -29,6 +29,7 @@ from .base import (
     claim_set_params,
     claim_two_step,
     due_filter,
+    read_committed_transaction,
     row_to_job,
     succeeded_set_params,
 )
@@ -39,7 +40,7 @@ ROW_LOCK = " FOR UPDATE SKIP LOCKED"
 def claim(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
     if not request.capped:
         return claim_returning(connection, request, row_lock=ROW_LOCK)
-    with transaction.atomic(using=connection.alias):
+    with read_committed_transaction(connection):
         return claim_two_step(connection, request, row_lock=ROW_LOCK, name_lock=" FOR UPDATE")
 
 

@@ -300,6 +300,39 @@ def test_release_unstarted_leaves_a_row_claimed_again_since():
     assert (job.status, job.attempts) == ("running", 1)
 
 
+# --- renew_leases -------------------------------------------------------------------
+
+
+def test_renewal_extends_the_leases_of_these_claims_only():
+    renewed, other = JobFactory(), JobFactory()
+    [mine] = [
+        job
+        for job in claim_due(timezone.now(), queues=None, limit=2, worker_id="w")
+        if job.id == renewed.pk
+    ]
+    until = timezone.now() + dt.timedelta(hours=1)
+    assert lifecycle.renew_leases([mine], until=until) == 1
+    assert Job.objects.get(pk=renewed.pk).locked_until == until
+    assert Job.objects.get(pk=other.pk).locked_until < until
+
+
+def test_a_claim_whose_job_was_taken_over_cannot_renew_the_new_holders_lease():
+    """The renewal is keyed on the lease token, not the worker id: here the retry is
+    claimed under the same worker id (as every jobs.tick() of one process does), and
+    the old claim must still not extend the new one's lease."""
+    job = JobFactory()
+    now = timezone.now()
+    old = claim_one(now, worker_id="tick:web-1:4242")
+    assert lifecycle.lose_lease(row_of(job), None, now)
+    new = claim_one(now, worker_id="tick:web-1:4242")
+    assert new.token != old.token
+    held_until = Job.objects.get(pk=job.pk).locked_until
+
+    assert lifecycle.renew_leases([old], until=now + dt.timedelta(hours=1)) == 0
+    assert Job.objects.get(pk=job.pk).locked_until == held_until
+    assert lifecycle.renew_leases([new], until=now + dt.timedelta(hours=1)) == 1
+
+
 # --- lose_lease ---------------------------------------------------------------------
 
 

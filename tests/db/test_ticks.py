@@ -5,10 +5,11 @@ import datetime as dt
 import logging
 
 import pytest
+from django.db import OperationalError
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import jobs, lifecycle
+from django_cronqueue import execution, jobs, lifecycle
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, NameLock
 from tests.factories import JobFactory
@@ -137,6 +138,39 @@ def test_async_handlers_run_to_completion():
     job.refresh_from_db()
     assert job.status == "succeeded" and job.result == "async"
     assert keys() == ["async"]
+
+
+def test_a_failed_record_gives_back_the_rest_of_the_claimed_batch(monkeypatch, caplog):
+    """The outcome of the second job cannot be written: tick() raises, and the jobs it
+    claimed but had not started are pending again at once (claim and attempt undone),
+    not left running until their leases expire."""
+    now = timezone.now()
+    first, failing, *rest = [
+        JobFactory(payload={"key": f"k{index}"}, run_at=now - dt.timedelta(seconds=10 - index))
+        for index in range(4)
+    ]
+    real_record = execution.record
+
+    def record(outcome, when):
+        if outcome.job.id == failing.pk:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_record(outcome, when)
+
+    monkeypatch.setattr(execution, "record", record)
+    with pytest.raises(OperationalError):
+        jobs.tick(now=now)
+
+    assert Job.objects.get(pk=first.pk).status == "succeeded"
+    # It ran, but nothing says so: its lease expires and it runs again (at-least-once).
+    assert Job.objects.get(pk=failing.pk).status == "running"
+    for job in rest:
+        job.refresh_from_db()
+        assert (job.status, job.attempts, job.lock_token, job.worker_id) == ("pending", 0, None, "")
+    assert keys() == ["k0", "k1"]
+    assert (
+        f"Job testapp.record #{failing.pk}: could not record the outcome; "
+        "gave back the 2 job(s) claimed with it"
+    ) in caplog.text
 
 
 def test_concurrency_cap_limits_running_rows_of_a_name():

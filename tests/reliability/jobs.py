@@ -17,7 +17,9 @@ import random
 import sys
 import time
 
-from django_cronqueue import jobs
+from django.dispatch import receiver
+
+from django_cronqueue import jobs, signals
 from tests.testapp.models import SideEffect
 
 
@@ -114,6 +116,25 @@ async def async_system_exit() -> None:
 @jobs.job(name="rel.hostile.hangs", timeout=1, retries=0)
 def hangs(seconds: float) -> None:
     time.sleep(seconds)
+
+
+@jobs.job(name="rel.hostile.hangs_until_released", timeout=1, retries=0)
+def hangs_until_released(key: str) -> None:
+    """Overruns its 1 s timeout: returns only once a ``release`` mark exists (or after
+    a minute), polling for it on its slot's own connection."""
+    mark("start", key)
+    deadline = time.monotonic() + 60
+    while not SideEffect.objects.filter(key="release").exists():
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    mark("end", key)
+
+
+@receiver(signals.job_timed_out)
+def mark_timed_out(sender: str, job: object, timeout: float, **kwargs: object) -> None:
+    if sender == "rel.hostile.hangs_until_released":
+        mark("timed_out", f"{job.payload['key']}:{timeout:g}")  # type: ignore[attr-defined]
 
 
 @jobs.job(name="rel.hostile.deep_recursion", retries=0)

@@ -2,8 +2,8 @@
 
 Already proven in tests/e2e/test_runjobs.py, not repeated here: a killed worker's job
 runs again after its lease (test_a_job_whose_worker_is_killed_runs_again_after_its_lease_expires),
-a handler past its timeout stops being renewed and its slot is replaced
-(test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_replaced), and SIGTERM
+a handler past its timeout stops being renewed and its slot waits for it
+(test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_waits_for_it), and SIGTERM
 lets the running handler finish, gives back unstarted claims and exits 0
 (test_sigterm_lets_the_running_handler_finish_gives_back_the_rest_and_exits_0).
 """
@@ -159,13 +159,14 @@ def test_a_run_that_outlives_its_lease_is_discarded_and_the_row_shows_the_second
 
 
 def test_a_timed_out_run_returning_late_does_not_cut_the_lease_of_its_retry(runjobs):
-    """One worker, one slot. The first run overruns its 5 s timeout; a replacement slot
-    runs the retry (4.5 s: inside the timeout, longer than the 1 s lease). When the
-    overrunning first run returns in the middle of the retry, the retry must keep its
-    lease: it succeeds as attempt 2, and the late first success is discarded."""
+    """One worker, two slots. The first run overruns its 5 s timeout in one slot (which
+    keeps it); the other slot runs the retry (4.5 s: inside the timeout, longer than the
+    1 s lease). When the overrunning first run returns in the middle of the retry, the
+    retry must keep its lease: it succeeds as attempt 2, and the late first success is
+    discarded."""
     settings = {"LEASE": 1, "POLL_INTERVAL": 0.2}
     job = jobs.enqueue(rel.slow_first, {"key": "overrun", "first": 8, "then": 4.5})
-    worker = runjobs.start("--concurrency", "1", settings=settings)
+    worker = runjobs.start("--concurrency", "2", settings=settings)
     wait_until(
         lambda: Job.objects.filter(pk=job.pk, status__in=["succeeded", "failed"]).exists(),
         timeout=60,

@@ -8,14 +8,20 @@ with a single slot, so a slot thread that died would stop all the work behind it
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
+from django.db import connection
 
 from django_cronqueue import error_text as errors
 from django_cronqueue import jobs
 from django_cronqueue.models import Job
 from tests.reliability import jobs as rel
+from tests.testapp.models import SideEffect
 
-from .conftest import log_records, marks, wait_until
+from .conftest import log_records, marks, postgres_only, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -81,3 +87,74 @@ def test_hostile_handlers_leave_the_worker_and_the_other_jobs_unharmed(runjobs):
     assert "on_failed of job rel.hostile.exiting_on_failed" in log
     levels = {level for level, _ in log_records(log)}
     assert "CRITICAL" not in levels
+
+
+# --- handlers past their timeout: a bounded worker --------------------------------
+
+
+def sessions_named(application_name: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            [application_name],
+        )
+        return cursor.fetchone()[0]
+
+
+def threads_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Threads line for process {pid}")
+
+
+@postgres_only
+def test_handlers_past_their_timeout_never_take_the_worker_past_its_threads_and_sessions(runjobs):
+    """Six handlers that overrun their 1 s timeout, one slot. The slot keeps the first
+    until it returns and takes no new work meanwhile, so the worker never holds more than
+    its bound of threads and sessions: the main thread, the slot, the heartbeat and the
+    listener, each with one connection (docs/workers.md). Every sample is checked, from
+    start-up to the end: the bound is a guarantee, whatever the timing."""
+    concurrency = 1
+    bound = concurrency + 3
+    name = f"cronqueue-bound-{os.getpid()}"
+    hung = [jobs.enqueue(rel.hangs_until_released, {"key": f"h{index}"}) for index in range(6)]
+    worker = runjobs.start(
+        "--concurrency",
+        str(concurrency),
+        settings={"LEASE": 1, "POLL_INTERVAL": 0.2},
+        env={"PGAPPNAME": name},
+    )
+    samples: list[tuple[int, int]] = []
+
+    def sample() -> tuple[int, int]:
+        samples.append((sessions_named(name), threads_of(worker.pid)))
+        return samples[-1]
+
+    # The first handler overran: its lease was lost and, with no attempt left, it failed.
+    wait_until(
+        lambda: sample() and Job.objects.filter(pk=hung[0].pk, status="failed").exists(),
+        timeout=30,
+    )
+    for _ in range(20):  # a few more heartbeats: it still holds the only slot
+        sample()
+        time.sleep(0.1)
+    assert max(session for session, _ in samples) <= bound, samples
+    assert max(thread for _, thread in samples) <= bound, samples
+    assert [key for key, _, _ in marks("start")] == ["h0"], runjobs.log(worker)
+    assert [key for key, _, _ in marks("timed_out")] == ["h0:1"]
+
+    SideEffect.objects.create(key="release", pid=os.getpid())
+    wait_until(
+        lambda: sample() and not Job.objects.filter(status__in=["pending", "running"]).exists(),
+        timeout=60,
+    )
+    sample()
+    assert max(session for session, _ in samples) == bound, samples  # all were counted
+    assert max(session for session, _ in samples) <= bound, samples
+    assert max(thread for _, thread in samples) <= bound, samples
+    statuses = dict(Job.objects.values_list("payload__key", "status"))
+    assert statuses == {"h0": "failed", **{f"h{index}": "succeeded" for index in range(1, 6)}}
+    log = runjobs.log(worker)
+    assert f"Job rel.hostile.hangs_until_released #{hung[0].pk} ran past its timeout" in log
+    assert runjobs.stop(worker) == 0, log

@@ -73,6 +73,12 @@ class Command(BaseCommand):
             "Default: CRONQUEUE['SHUTDOWN_TIMEOUT'].",
         )
 
+    from_command_line = False
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        self.from_command_line = True
+        super().run_from_argv(argv)
+
     def handle(self, *args: Any, **options: Any) -> None:
         from django_cronqueue.worker import Worker
 
@@ -89,10 +95,11 @@ class Command(BaseCommand):
             mode="once" if options["once"] else "burst" if options["burst"] else "forever",
         )
         exit_code = worker.run()
-        if worker.unfinished:
-            # Handlers still running after the shutdown timeout would keep the process
-            # alive (an async handler's event loop runs in a non-daemon thread that the
-            # interpreter joins at exit): leave now, their leases expire.
+        if worker.unfinished and self.from_command_line:
+            # Handlers still running (past the shutdown timeout, or past their own timeout)
+            # would keep the process alive (an async handler's event loop runs in a
+            # non-daemon thread that the interpreter joins at exit): leave now, their
+            # leases expire. Called in-process (call_command), the caller goes on.
             logging.shutdown()
             sys.stdout.flush()
             sys.stderr.flush()

@@ -1,0 +1,145 @@
+"""The worker run in-process (``call_command("runjobs", ...)``): it leaves nothing behind.
+
+Real ``runjobs`` processes are tested in tests/e2e and tests/reliability; here the worker
+runs in the test's own process, as it does when a test suite or a script calls the
+command, and must stop every thread it started and close every connection they opened.
+"""
+
+import signal
+import threading
+import time
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from django_cronqueue import jobs, signals
+from django_cronqueue.claiming import claim_due
+from django_cronqueue.models import Job, Worker
+from django_cronqueue.registry import registry
+from django_cronqueue.worker import HeldJob
+from django_cronqueue.worker import Worker as RunjobsWorker
+from tests.testapp import jobs as test_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def database_sessions() -> int | None:
+    """Sessions open on the test database (None on SQLite, which has none)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            )
+        elif connection.vendor == "mysql":
+            cursor.execute(
+                "SELECT count(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE()"
+            )
+        else:
+            return None
+        return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def waits_for_a_heartbeat():
+    """A job that returns once its worker's heartbeat has beaten (and so connected)."""
+
+    @jobs.job(name="tests.worker.waits_for_a_heartbeat", timeout=30)
+    def handler() -> None:
+        registered = Worker.objects.get().last_seen
+        deadline = time.monotonic() + 20
+        while Worker.objects.get().last_seen == registered and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    yield handler
+    registry.unregister("tests.worker.waits_for_a_heartbeat")
+
+
+@pytest.mark.parametrize("mode", ["--burst", "--once"])
+def test_an_in_process_run_stops_every_thread_it_started_and_closes_their_sessions(
+    mode, waits_for_a_heartbeat
+):
+    for index in range(5):
+        jobs.enqueue(test_jobs.record, {"key": f"k{index}"})
+    jobs.enqueue(waits_for_a_heartbeat)
+    before_threads = set(threading.enumerate())
+    before_sessions = database_sessions()
+
+    with override_settings(CRONQUEUE={"LEASE": 1}):  # a heartbeat every 0.33 s
+        call_command("runjobs", mode, "--concurrency", "3")
+
+    assert Job.objects.filter(status="succeeded").count() == 6
+    assert not Worker.objects.exists()
+    assert database_sessions() == before_sessions
+    left = [thread.name for thread in set(threading.enumerate()) - before_threads]
+    assert left == []
+
+
+def test_an_in_process_run_restores_the_callers_signal_handlers_and_connection_settings():
+    jobs.enqueue(test_jobs.record, {"key": "k"})
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    settings_dict = connection.settings_dict
+
+    call_command("runjobs", "--burst")
+
+    assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
+    assert connection.settings_dict is settings_dict
+
+
+def test_an_in_process_burst_whose_only_handler_overran_returns_and_leaves_only_that_thread():
+    """The handler waits for the test, far past its 1 s timeout: the worker signals the
+    overrun, and the burst ends (no slot can take work) without waiting for it, and
+    without ending the caller's process. Only the slot in that handler is left, until
+    it returns."""
+    release = threading.Event()
+    timed_out = []
+
+    @jobs.job(name="tests.worker.waits_for_release", timeout=1, retries=0)
+    def waits_for_release() -> None:
+        release.wait(30)
+
+    def on_timed_out(sender, job, timeout, **kwargs):
+        timed_out.append((sender, job.id, timeout))
+
+    signals.job_timed_out.connect(on_timed_out)
+    before = set(threading.enumerate())
+    try:
+        job = jobs.enqueue(waits_for_release)
+        with override_settings(CRONQUEUE={"LEASE": 1, "POLL_INTERVAL": 0.2}):
+            call_command("runjobs", "--burst")
+        left = [thread.name for thread in set(threading.enumerate()) - before]
+        assert left == ["cronqueue-slot-0"]
+        assert timed_out == [("tests.worker.waits_for_release", job.pk, 1)]
+    finally:
+        release.set()
+        for thread in set(threading.enumerate()) - before:
+            thread.join(30)
+        signals.job_timed_out.disconnect(on_timed_out)
+        registry.unregister("tests.worker.waits_for_release")
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_the_jobs_claimed_with_a_handler_that_overran_are_given_back_at_once():
+    """A slot claimed three jobs together and the first overran its timeout: the slot
+    will not start the other two until it returns, so the heartbeat gives them back
+    (pending, claim and attempt undone) and stops renewing the first."""
+    for index in range(3):
+        jobs.enqueue(test_jobs.record, {"key": f"k{index}"})
+    worker = RunjobsWorker(concurrency=2)
+    claimed = claim_due(timezone.now(), queues=None, limit=3, worker_id=worker.id)
+    for job in claimed:
+        worker._held[job.id] = HeldJob(job, slot="cronqueue-slot-0")
+    overran, *unstarted = claimed
+    worker._held[overran.id].started = True
+    worker._held[overran.id].deadline = time.monotonic() - 1  # past its timeout
+    lease = Job.objects.get(pk=overran.id).locked_until
+
+    worker._beat()
+
+    assert Job.objects.get(pk=overran.id).locked_until == lease  # not renewed
+    for job in unstarted:
+        row = Job.objects.get(pk=job.id)
+        assert (row.status, row.attempts, row.lock_token) == ("pending", 0, None)
+    assert list(worker._held) == [overran.id]
