@@ -20,6 +20,7 @@ from django_cronqueue.arguments import (
 from django_cronqueue.cronspec import CronSpec
 from django_cronqueue.exceptions import InvalidPayload
 from django_cronqueue.registry import JobDefinition
+from django_cronqueue.validation import MAX_JSON_DEPTH
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -168,6 +169,41 @@ def test_the_payload_size_limit_counts_utf8_bytes_of_json():
         message = refused(ANYTHING, {"k": "x" * 92})
         assert "101 bytes" in message and "MAX_PAYLOAD_BYTES" in message
         refused(ANYTHING, {"k": "é" * 46})  # 46 characters, 92 bytes of UTF-8
+
+
+def nested(levels):
+    value = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_a_payload_nested_to_the_databases_limit_is_accepted_and_one_more_level_refused():
+    # The payload object is the first of MariaDB's 31 levels: a value may nest 30.
+    assert check_payload(ANYTHING, {"k": nested(MAX_JSON_DEPTH - 1)}) == {
+        "k": nested(MAX_JSON_DEPTH - 1)
+    }
+    message = refused(ANYTHING, {"k": nested(MAX_JSON_DEPTH)})
+    assert "payload key 'k[0]" in message
+    assert "nested 32 levels deep" in message and "at most 31" in message
+
+
+def test_the_issues_40_deep_payload_is_refused():
+    assert "levels deep" in refused(ANYTHING, {"k": nested(40)})
+
+
+def test_a_circular_payload_is_refused_not_a_recursion_error():
+    loop = []
+    loop.append(loop)
+    assert "'k[0]' holds itself (a circular reference)" in refused(ANYTHING, {"k": loop})
+    payload = {}
+    payload["k"] = {"back": payload}
+    assert "'k.back' holds itself" in refused(ANYTHING, payload)
+
+
+def test_an_integer_json_cannot_write_is_refused_not_a_value_error():
+    message = refused(ANYTHING, {"k": [10**5000]})
+    assert "'k[0]' holds an integer too long" in message
 
 
 # --- options ------------------------------------------------------------------------
