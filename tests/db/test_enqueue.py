@@ -15,6 +15,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from django_cronqueue import enqueue as enqueue_module
 from django_cronqueue import jobs
 from django_cronqueue.enqueue import BULK_BATCH_SIZE
 from django_cronqueue.models import Job
@@ -489,6 +490,24 @@ def test_circular_payloads_and_integers_json_cannot_write_are_invalid_payloads(d
         jobs.enqueue(defined.anything, {"k": loop})
     with pytest.raises(jobs.InvalidPayload, match="integer too long"):
         jobs.enqueue(defined.anything, {"k": 10**5000}, dedupe_key="big")
+    assert_no_rows()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_the_database_refuses_is_not_a_dedupe_conflict(defined, monkeypatch):
+    """Only a unique key violation means the key changed hands: any other
+    IntegrityError is raised at once, as the database said it."""
+    if connection.vendor != "mysql":
+        pytest.skip("the other vendors insert with ON CONFLICT DO NOTHING")
+    monkeypatch.setattr(enqueue_module, "check_payload", lambda definition, payload: payload)
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(IntegrityError, match=r"CONSTRAINT `django_cronqueue_job\.payload`"),
+    ):
+        jobs.enqueue(defined.anything, {"k": nested(40)}, dedupe_key="deep")
+    # One attempt, in its own transaction; none more, and no look for a key holder.
+    assert [q["sql"] for q in queries if q["sql"] in ("BEGIN", "ROLLBACK")] == ["BEGIN", "ROLLBACK"]
+    assert not [q for q in queries if q["sql"].startswith("SELECT")]
     assert_no_rows()
 
 
