@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from .conf import get_settings
@@ -158,6 +159,8 @@ def resolve_run_at(
             raise ValueError(
                 f"Job {definition.name!r}: run_at= must be a datetime, got {run_at!r}."
             )
+        if not settings.USE_TZ:  # naive datetimes are local time then, as Django stores them
+            return timezone.make_naive(run_at) if timezone.is_aware(run_at) else run_at
         if timezone.is_naive(run_at):
             raise ValueError(
                 f"Job {definition.name!r}: run_at= is a naive datetime; pass an aware one "

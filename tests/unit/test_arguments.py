@@ -206,6 +206,12 @@ def test_an_integer_json_cannot_write_is_refused_not_a_value_error():
     assert "'k[0]' holds an integer too long" in message
 
 
+def test_invalid_payload_is_a_value_error_and_a_type_error():
+    with pytest.raises(TypeError):
+        check_payload(ANYTHING, {"k": NOW})
+    assert issubclass(InvalidPayload, ValueError) and issubclass(InvalidPayload, TypeError)
+
+
 # --- options ------------------------------------------------------------------------
 
 
@@ -277,3 +283,11 @@ def test_bad_run_at_or_delay_is_refused(run_at, delay, expected):
     with pytest.raises(ValueError, match=r"^Job 'emails\.send': ") as caught:
         resolve_run_at(SEND, NOW, run_at, delay)
     assert expected in str(caught.value)
+
+
+def test_without_use_tz_run_at_is_naive_local_time():
+    naive = dt.datetime(2030, 1, 1, 9, 30)
+    with override_settings(USE_TZ=False, TIME_ZONE="Europe/Paris"):
+        assert resolve_run_at(SEND, naive, naive, None) is naive
+        aware = dt.datetime(2030, 1, 1, 8, 30, tzinfo=dt.timezone.utc)
+        assert resolve_run_at(SEND, naive, aware, None) == naive  # 09:30 in Paris
