@@ -9,10 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from .conf import get_settings
@@ -26,7 +26,7 @@ from .validation import (
     is_finite_number,
     is_priority,
     is_queue_name,
-    short_repr,
+    json_problem,
     text_problem,
 )
 
@@ -47,7 +47,9 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
                 f"Job {name!r}: payload key {key!r} is a {type(key).__name__}; keys must be "
                 "strings (they are the handler's keyword arguments)."
             )
-        problem = text_problem(key, f"payload key {key!r}") or json_problem(value, key)
+        problem = text_problem(key, f"payload key {key!r}") or json_problem(
+            value, key, noun="payload key", depth=2, inside=[payload]
+        )
         if problem:
             raise InvalidPayload(f"Job {name!r}: {problem}")
     _check_binds(definition, payload)
@@ -60,39 +62,6 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             "(CRONQUEUE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass its id."
         )
     return payload
-
-
-def json_problem(value: Any, path: str) -> str | None:
-    """Why ``value`` cannot round-trip through JSON, naming its path, or None."""
-    if value is None or isinstance(value, (bool, int)):
-        return None
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return None
-        return f"payload key {path!r} holds {value!r}, which JSON cannot represent."
-    if isinstance(value, str):
-        return text_problem(value, f"payload key {path!r} holds a string that")
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]")
-            if problem:
-                return problem
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"payload key {path!r} holds a dict with a non-string key {key!r}."
-            problem = text_problem(key, f"payload key {path!r} holds a key that") or json_problem(
-                item, f"{path}.{key}"
-            )
-            if problem:
-                return problem
-        return None
-    return (
-        f"payload key {path!r} holds a {type(value).__name__} ({short_repr(value)}), which is "
-        "not JSON. Pass plain JSON values: an id instead of a model instance, an ISO 8601 "
-        "string instead of a datetime, a list instead of a set."
-    )
 
 
 def _check_binds(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
@@ -190,6 +159,8 @@ def resolve_run_at(
             raise ValueError(
                 f"Job {definition.name!r}: run_at= must be a datetime, got {run_at!r}."
             )
+        if not settings.USE_TZ:  # naive datetimes are local time then, as Django stores them
+            return timezone.make_naive(run_at) if timezone.is_aware(run_at) else run_at
         if timezone.is_naive(run_at):
             raise ValueError(
                 f"Job {definition.name!r}: run_at= is a naive datetime; pass an aware one "

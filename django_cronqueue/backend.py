@@ -15,10 +15,12 @@ config imports every installed app's ``tasks.py`` at start-up (as it imports
 changes the module names. A task defined elsewhere must be imported by some module
 that is loaded at start-up, or its rows wait, pending, for a worker that knows it.
 
-Arguments. A task takes positional and keyword arguments; the row's payload is
-``{"args": [...], "kwargs": {...}}`` and goes through the same checks as every payload
-(JSON only, within ``MAX_PAYLOAD_BYTES``, bound to the function's signature), raising
-``jobs.InvalidPayload`` at the call site.
+Arguments. A task takes positional and keyword arguments, normalized as Django's own
+backends do (``as_json``); the row's payload is ``{"args": [...], "kwargs": {...}}`` and
+goes through the same checks as every payload (JSON only, within ``MAX_PAYLOAD_BYTES``,
+bound to the function's signature), raising ``jobs.InvalidPayload`` (a TypeError, as
+Django documents) at the call site. A return value no database can store fails the task
+with a TypeError, without a retry.
 
 This module imports on Django 5.2, where ``django.tasks`` does not exist; using the
 backend there raises ``ImproperlyConfigured``.
@@ -32,7 +34,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -52,6 +54,7 @@ try:
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 
     HAS_DJANGO_TASKS = True
 except ImportError:  # Django < 6.0
@@ -95,6 +98,7 @@ class TaskDefinition(JobDefinition):
     """The job definition of a Django task: its handler runs ``task.func``."""
 
     task: Any = None
+    unstorable_result_fails: ClassVar[bool] = True
 
 
 # The TaskResult of the task run starting in this thread (set by the job_started
@@ -156,14 +160,25 @@ def _runner(func: Callable[..., Any], takes_context: bool, name: str) -> Callabl
                 )
             call_args.insert(0, TaskContext(task_result=result))
         if inspect.iscoroutinefunction(func):
-            return async_to_sync(func)(*call_args, **(kwargs or {}))
-        return func(*call_args, **(kwargs or {}))
+            return as_json(async_to_sync(func)(*call_args, **(kwargs or {})))
+        return as_json(func(*call_args, **(kwargs or {})))
 
     # Error messages about the definition name the task's function, not this wrapper.
     run.__module__ = func.__module__
     run.__qualname__ = func.__qualname__
     run.__name__ = func.__name__
     return run
+
+
+def as_json(value: Any) -> Any:
+    """``value`` normalized as Django's own backends normalize arguments and return values
+    (bytes decoded, tuples and other sequences as lists, mappings as dicts). A value that
+    cannot be is returned as it is, for the checks that name the offending part to refuse
+    (an argument: InvalidPayload; a return value: the task fails with a TypeError)."""
+    try:
+        return normalize_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return value
 
 
 # --- the backend --------------------------------------------------------------------
@@ -241,7 +256,7 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-
         self._check_arguments(task, args, kwargs)
         job = enqueue(
             definition,
-            {"args": list(args), "kwargs": dict(kwargs)},
+            {"args": as_json(list(args)), "kwargs": as_json(dict(kwargs))},
             run_at=task.run_after,
             priority=task.priority,
             queue=task.queue_name,
@@ -427,15 +442,34 @@ def _on_job_started(sender: Any, job: Any, **kwargs: Any) -> None:
         logger.exception("Task %s #%s: could not send task_started", sender, job.id)
 
 
-def _on_job_finished(sender: Any, job: Any, **kwargs: Any) -> None:
+def _on_job_finished(
+    sender: Any, job: Any, exc: BaseException | None = None, **kwargs: Any
+) -> None:
     if not (isinstance(sender, str) and sender.startswith(NAME_PREFIX)):
         return
     try:
         result = _load_result(sender, job.id)
-        if result is not None:
+        if result is None:
+            return
+        if exc is None:
             _send(task_finished, CronQueueBackend, result)
+        else:
+            _send_handling(exc, task_finished, result)
     except Exception:
         logger.exception("Task %s #%s: could not send task_finished", sender, job.id)
+
+
+def _send_handling(exc: BaseException, signal: Any, result: Any) -> None:
+    """Send ``signal`` while ``exc`` is being handled, as Django's own backends send
+    task_finished for a failure: its receivers (Django's log line among them) read the
+    failure from ``sys.exc_info()``."""
+    traceback, context = exc.__traceback__, exc.__context__
+    try:
+        raise exc
+    except BaseException:
+        _send(signal, CronQueueBackend, result)
+    finally:  # leave the exception as it was: without this frame, nor a new context
+        exc.__traceback__, exc.__context__ = traceback, context
 
 
 def connect_task_signals() -> None:

@@ -316,7 +316,9 @@ def _insert_deduplicated(row: Job, using: str) -> Job:
             with transaction.atomic(using=using):
                 row.save(force_insert=True, using=using)
             return row
-        except IntegrityError:
+        except IntegrityError as exc:
+            if not _is_key_conflict(exc):
+                raise  # e.g. a CHECK constraint: the row itself is refused
             row.pk = None
             existing = _active_holder(row, using)
             if existing is not None:
@@ -325,6 +327,17 @@ def _insert_deduplicated(row: Job, using: str) -> Job:
         f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
         "changing hands; try again."
     )
+
+
+# MySQL and MariaDB error numbers of a unique key violation: ER_DUP_KEY,
+# ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
+MYSQL_DUPLICATE_KEY_ERRORS = frozenset({1022, 1062, 1586})
+
+
+def _is_key_conflict(exc: IntegrityError) -> bool:
+    """A unique key violation (Django keeps the driver's error number in ``args``), not
+    another refusal such as a CHECK constraint's."""
+    return bool(exc.args) and exc.args[0] in MYSQL_DUPLICATE_KEY_ERRORS
 
 
 def _active_holder(row: Job, using: str) -> Job | None:

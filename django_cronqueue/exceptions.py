@@ -11,8 +11,12 @@ class UnknownJob(CronQueueError, LookupError):
     """No code of this process defines a job of that name."""
 
 
-class InvalidPayload(CronQueueError, ValueError):
-    """The payload is not a JSON object of keyword arguments the handler accepts."""
+class InvalidPayload(CronQueueError, ValueError, TypeError):
+    """The payload is not a JSON object of keyword arguments the handler accepts.
+
+    A ValueError, and a TypeError too: Django's Tasks framework raises TypeError for an
+    argument that is not JSON, and ``except TypeError`` written for it must catch this.
+    """
 
 
 class LeaseLost(CronQueueError):

@@ -10,10 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -21,8 +20,10 @@ from asgiref.sync import async_to_sync
 from . import lifecycle, signals
 from .claiming import ClaimedJob, complete_successes
 from .conf import database_alias, get_settings
+from .error_text import describe
 from .lifecycle import Outcome
 from .registry import JobDefinition, registry
+from .validation import json_problem
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -38,10 +39,30 @@ class Call:
     duration: float = 0.0
     result: Any = None
     error: BaseException | None = None
+    # Why the database cannot store ``result`` (it is dropped), or None.
+    result_problem: str | None = field(default=None, init=False)
+    # The error allows no retry: the handler returned, and would return the same again.
+    final: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.error is not None or self.result is None:
+            return
+        self.result_problem = result_problem(self.result)
+        if self.result_problem and self.definition and self.definition.unstorable_result_fails:
+            self.error = TypeError(
+                f"Job {self.job.name} #{self.job.id} returned a value that cannot be "
+                f"stored: {self.result_problem}"
+            )
+            self.final = True
 
     @property
     def succeeded(self) -> bool:
         return self.definition is not None and self.error is None
+
+    @property
+    def stored_result(self) -> Any:
+        """What the row keeps of the handler's return value."""
+        return None if self.result_problem else self.result
 
 
 def call(job: ClaimedJob, clock: Clock) -> Call:
@@ -75,7 +96,7 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
         return Outcome.RELEASED
     if outcome.error is not None:
         result = lifecycle.complete_failure(
-            job, outcome.error, now=now, definition=outcome.definition
+            job, outcome.error, now=now, definition=outcome.definition, final=outcome.final
         )
         log = logger.error if result == Outcome.FAILED else logger.warning
         log(
@@ -89,7 +110,9 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
             extra=_extra(job, result, outcome.duration),
         )
         return result
-    if not lifecycle.complete_success(job, now=now, result=storable_result(outcome.result)):
+    if outcome.result_problem:
+        _log_dropped_result(job, outcome.result_problem)
+    if not lifecycle.complete_success(job, now=now, result=outcome.stored_result):
         return Outcome.DISCARDED
     announce_success(outcome)
     return Outcome.SUCCEEDED
@@ -189,24 +212,43 @@ def call_handler(definition: JobDefinition, job: ClaimedJob, clock: Clock) -> An
 
 
 def storable_result(value: Any) -> Any:
-    """The handler's return value if the database can store it as JSON, else None (it
-    is not an error to return anything). Not storable: non-JSON values, NaN, values
-    nested too deep to encode, strings with NUL (PostgreSQL's jsonb refuses it) or lone
-    surrogates (not UTF-8), and JSON over ``MAX_PAYLOAD_BYTES``."""
+    """The handler's return value if the database can store it as JSON, else None."""
+    return None if result_problem(value) else value
+
+
+def result_problem(value: Any) -> str | None:
+    """Why the database cannot store a handler's return value as JSON, or None.
+
+    Not storable: what ``validation.json_problem`` refuses (non-JSON values, NaN, NUL,
+    lone surrogates, nesting past MariaDB's 31 levels, circular values, integers too
+    long for JSON text), JSON over ``MAX_PAYLOAD_BYTES``, and values that break when
+    read (a broken ``__iter__``)."""
     if value is None:
         return None
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        size = len(text.encode("utf-8"))  # raises on a lone surrogate
-    except Exception:  # TypeError, ValueError, RecursionError, a broken __iter__ ...
-        return None
-    if size > get_settings().MAX_PAYLOAD_BYTES or _JSON_NUL.search(text):
-        return None
-    return value
+        problem = json_problem(value, "result", noun="return value")
+        if problem:
+            return problem
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    except Exception as exc:
+        return f"return value could not be read as JSON: {describe(exc)}"
+    limit = get_settings().MAX_PAYLOAD_BYTES
+    if size > limit:
+        return (
+            f"return value is {size} bytes of JSON, over the limit of {limit} "
+            "(CRONQUEUE['MAX_PAYLOAD_BYTES'])."
+        )
+    return None
 
 
-# "\u0000" in JSON text, unless its backslash is itself escaped ("\\u0000" is text).
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+def _log_dropped_result(job: ClaimedJob, problem: str) -> None:
+    logger.warning(
+        "Job %s #%s succeeded, but its return value was dropped (result is None): %s",
+        job.name,
+        job.id,
+        problem,
+        extra=_extra(job, "result_dropped"),
+    )
 
 
 def _extra(job: ClaimedJob, outcome: str, duration: float | None = None) -> dict[str, Any]:

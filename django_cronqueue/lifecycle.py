@@ -9,6 +9,7 @@ win: completions are guarded by the lease token of the claim that ran them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import enum
 import logging
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -63,36 +64,57 @@ def _jobs() -> QuerySet[Job]:
 
 
 def complete_success(job: ClaimedJob, *, now: dt.datetime, result: Any = None) -> bool:
-    """running -> succeeded, only if this claim still holds the lease."""
-    updated = (
-        _jobs()
-        .filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
-        .update(
-            status=JobStatus.SUCCEEDED,
-            finished_at=now,
-            locked_until=None,
-            lock_token=None,
-            active_dedupe_key=None,
-            result=result,
-        )
-    )
+    """running -> succeeded, only if this claim still holds the lease.
+
+    A result the database refuses (IntegrityError, DataError: a limit no check knew
+    of) is dropped and logged, and the success recorded without it."""
+    changes = {
+        "status": JobStatus.SUCCEEDED,
+        "finished_at": now,
+        "locked_until": None,
+        "lock_token": None,
+        "active_dedupe_key": None,
+        "result": result,
+    }
+    if result is None:
+        updated = _running(job).update(**changes)
+    else:
+        try:
+            with _undoable():
+                updated = _running(job).update(**changes)
+        except (DataError, IntegrityError) as exc:
+            logger.warning(
+                "Job %s #%s succeeded, but the database refused its return value, which "
+                "was dropped (result is None): %s",
+                job.name,
+                job.id,
+                describe(exc),
+                extra=_log_extra(job, "result_dropped"),
+            )
+            updated = _running(job).update(**{**changes, "result": None})
     if not updated:
         _log_discarded(job, "success")
     return bool(updated)
 
 
 def complete_failure(
-    job: ClaimedJob, exc: BaseException, *, now: dt.datetime, definition: JobDefinition | None
+    job: ClaimedJob,
+    exc: BaseException,
+    *,
+    now: dt.datetime,
+    definition: JobDefinition | None,
+    final: bool = False,
 ) -> Outcome:
-    """running -> pending (a retry, after the backoff) or failed. Returns the outcome:
-    RETRYING, FAILED or DISCARDED (the lease was lost meanwhile)."""
+    """running -> pending (a retry, after the backoff) or failed (no attempt left, or
+    ``final``). Returns the outcome: RETRYING, FAILED or DISCARDED (the lease was lost
+    meanwhile)."""
     failure = {
         "last_error": describe(exc),
         "traceback": format_traceback(exc),
         "exception_class_path": class_path(exc),
     }
-    guard = _jobs().filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
-    if job.attempts < job.max_attempts:
+    guard = _running(job)
+    if job.attempts < job.max_attempts and not final:
         delay = _backoff_delay(definition, job.attempts)
         run_at = now + dt.timedelta(seconds=delay)
         updated = _write_failure(
@@ -149,23 +171,35 @@ def _is_unstorable_text(exc: DatabaseError) -> bool:
 
 def _write_failure(rows: QuerySet[Job], changes: dict[str, Any], job_id: int, name: str) -> int:
     """UPDATE ``rows`` with a failure. When the database cannot store a character of the
-    error text, write it again with non-ASCII characters escaped: an error message must
-    never leave a row running until its lease expires."""
+    error text, or refuses the text (IntegrityError, DataError), write it again with
+    non-ASCII characters escaped: an error message must never leave a row running until
+    its lease expires, nor be retried as if the database were down."""
     try:
-        return rows.update(**changes)
+        with _undoable():
+            return rows.update(**changes)
     except DatabaseError as exc:
-        if not _is_unstorable_text(exc):
+        if _is_unstorable_text(exc):
+            logger.warning(
+                "Job %s #%s: the database cannot store a character of its error (%s); it is "
+                "stored with non-ASCII characters escaped. Run migrate (migration 0004 makes "
+                "the tables utf8mb4) and connect with DATABASES OPTIONS {'charset': 'utf8mb4'} "
+                "(system check django_cronqueue.W003).",
+                name,
+                job_id,
+                exc,
+                extra={"job_id": job_id, "job_name": name},
+            )
+        elif isinstance(exc, (DataError, IntegrityError)):
+            logger.warning(
+                "Job %s #%s: the database refused the text of its error (%s); it is stored "
+                "with non-ASCII characters escaped.",
+                name,
+                job_id,
+                describe(exc),
+                extra={"job_id": job_id, "job_name": name},
+            )
+        else:
             raise
-        logger.warning(
-            "Job %s #%s: the database cannot store a character of its error (%s); it is "
-            "stored with non-ASCII characters escaped. Run migrate (migration 0004 makes "
-            "the tables utf8mb4) and connect with DATABASES OPTIONS {'charset': 'utf8mb4'} "
-            "(system check django_cronqueue.W003).",
-            name,
-            job_id,
-            exc,
-            extra={"job_id": job_id, "job_name": name},
-        )
         escaped = {
             field: ascii_text(value, _FAILURE_TEXT_LIMITS[field])
             if field in _FAILURE_TEXT_LIMITS
@@ -173,6 +207,20 @@ def _write_failure(rows: QuerySet[Job], changes: dict[str, Any], job_id: int, na
             for field, value in changes.items()
         }
         return rows.update(**escaped)
+
+
+def _undoable() -> contextlib.AbstractContextManager[Any]:
+    """Inside a transaction, a savepoint: after an error PostgreSQL accepts no statement
+    until it is rolled back to. In autocommit, nothing: a refused statement did nothing."""
+    using = database_alias()
+    if connections[using].in_atomic_block:
+        return transaction.atomic(using=using)
+    return contextlib.nullcontext()
+
+
+def _running(job: ClaimedJob) -> QuerySet[Job]:
+    """The row of this claim, while it holds the lease."""
+    return _jobs().filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
 
 
 def _backoff_delay(definition: JobDefinition | None, attempt: int) -> float:
@@ -376,5 +424,9 @@ def _log_discarded(job: ClaimedJob, what: str) -> None:
         what,
         job.name,
         job.id,
-        extra={"job_id": job.id, "job_name": job.name, "outcome": "discarded"},
+        extra=_log_extra(job, "discarded"),
     )
+
+
+def _log_extra(job: ClaimedJob, outcome: str) -> dict[str, Any]:
+    return {"job_id": job.id, "job_name": job.name, "outcome": outcome}

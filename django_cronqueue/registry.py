@@ -13,7 +13,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
@@ -52,6 +52,9 @@ class JobDefinition:
     cron: CronSpec | None = None  # set for @jobs.cron schedules
     signature: inspect.Signature = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
+    # A return value the database cannot store: dropped (False), or a final failure
+    # with a TypeError (True: Django's Tasks framework specifies it).
+    unstorable_result_fails: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.func)

@@ -23,7 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, close_old_connections, connections
+from django.db import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    close_old_connections,
+    connections,
+)
 from django.utils import timezone
 
 from . import lifecycle, signals
@@ -363,11 +370,16 @@ class Worker:
         """Write finished jobs' outcomes. A connection that died meanwhile (a database
         restart, a killed session) is replaced and the write tried again, with backoff:
         every write is guarded by its claim's token, so trying again is safe, and a
-        finished job is not run again (or failed, on its last attempt) for want of it."""
+        finished job is not run again (or failed, on its last attempt) for want of it.
+        An IntegrityError or DataError is the database refusing the data, not an outage:
+        the same write would be refused again, so it is not retried (``lifecycle``
+        already fell back to storable data)."""
         for failure in range(1, OUTCOME_WRITE_ATTEMPTS + 1):
             try:
                 write()
                 return
+            except (IntegrityError, DataError):
+                raise
             except (DatabaseError, InterfaceError) as exc:
                 if failure == OUTCOME_WRITE_ATTEMPTS:
                     raise

@@ -10,15 +10,17 @@ from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from django_cronqueue import enqueue as enqueue_module
 from django_cronqueue import jobs
 from django_cronqueue.enqueue import BULK_BATCH_SIZE
 from django_cronqueue.models import Job
 from django_cronqueue.registry import registry
+from django_cronqueue.validation import MAX_JSON_DEPTH
 from tests.factories import JobFactory
 from tests.testapp.jobs import always_fails, noop, record, sleep_then_record
 from tests.testapp.models import Note
@@ -440,6 +442,73 @@ def test_payload_over_max_payload_bytes():
         with pytest.raises(jobs.InvalidPayload):
             jobs.enqueue_many(record, [{"key": "a"}, {"key": "x" * 200}])
     assert Job.objects.count() == 1
+
+
+def nested(levels):
+    """JSON nested ``levels`` deep: a string inside ``levels`` lists."""
+    value = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["enqueue", "enqueue_many"])
+def test_the_deepest_payload_is_stored_and_read_back(defined, many):
+    # The payload object is level 1 of MAX_JSON_DEPTH; on MariaDB, the last it accepts.
+    payload = {"k": nested(MAX_JSON_DEPTH - 1)}
+    if many:
+        [job] = jobs.enqueue_many(defined.anything, [payload])
+    else:
+        job = jobs.enqueue(defined.anything, payload, dedupe_key="deepest")
+    assert Job.objects.get(pk=job.pk).payload == payload
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mariadb_refuses_one_level_past_the_limit():
+    """MAX_JSON_DEPTH is exact: MariaDB's JSON_VALID refuses a 32-deep document."""
+    if connection.vendor != "mysql":
+        pytest.skip("the limit is MariaDB's")
+    job = JobFactory(payload={"k": nested(MAX_JSON_DEPTH - 1)})
+    with pytest.raises(IntegrityError, match=r"CONSTRAINT `django_cronqueue_job\.payload` failed"):
+        Job.objects.filter(pk=job.pk).update(payload={"k": nested(MAX_JSON_DEPTH)})
+    assert Job.objects.get(pk=job.pk).payload == {"k": nested(MAX_JSON_DEPTH - 1)}
+
+
+@pytest.mark.parametrize("dedupe_key", [None, "deep"])
+def test_a_payload_too_deep_for_a_database_is_refused_before_writing(defined, dedupe_key):
+    with pytest.raises(jobs.InvalidPayload, match=r"'enqueue\.kwargs'.*nested 32 levels deep"):
+        jobs.enqueue(defined.anything, {"k": nested(40)}, dedupe_key=dedupe_key)
+    with pytest.raises(jobs.InvalidPayload, match="nested 32 levels deep"):
+        jobs.enqueue_many(defined.anything, [{"k": 1}, {"k": nested(40)}])
+    assert_no_rows()
+
+
+def test_circular_payloads_and_integers_json_cannot_write_are_invalid_payloads(defined):
+    loop = []
+    loop.append(loop)
+    with pytest.raises(jobs.InvalidPayload, match="circular reference"):
+        jobs.enqueue(defined.anything, {"k": loop})
+    with pytest.raises(jobs.InvalidPayload, match="integer too long"):
+        jobs.enqueue(defined.anything, {"k": 10**5000}, dedupe_key="big")
+    assert_no_rows()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_the_database_refuses_is_not_a_dedupe_conflict(defined, monkeypatch):
+    """Only a unique key violation means the key changed hands: any other
+    IntegrityError is raised at once, as the database said it."""
+    if connection.vendor != "mysql":
+        pytest.skip("the other vendors insert with ON CONFLICT DO NOTHING")
+    monkeypatch.setattr(enqueue_module, "check_payload", lambda definition, payload: payload)
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.raises(IntegrityError, match=r"CONSTRAINT `django_cronqueue_job\.payload`"),
+    ):
+        jobs.enqueue(defined.anything, {"k": nested(40)}, dedupe_key="deep")
+    # One attempt, in its own transaction; none more, and no look for a key holder.
+    assert [q["sql"] for q in queries if q["sql"] in ("BEGIN", "ROLLBACK")] == ["BEGIN", "ROLLBACK"]
+    assert not [q for q in queries if q["sql"].startswith("SELECT")]
+    assert_no_rows()
 
 
 def test_naive_run_at_is_rejected():

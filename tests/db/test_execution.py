@@ -14,7 +14,9 @@ from django_cronqueue.execution import Call, Recorder
 from django_cronqueue.lifecycle import Outcome
 from django_cronqueue.models import Job
 from django_cronqueue.registry import registry
+from django_cronqueue.validation import MAX_JSON_DEPTH
 from tests.factories import JobFactory
+from tests.refusals import refusing
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -193,6 +195,52 @@ def test_a_result_the_database_cannot_store_is_dropped_not_an_error():
     assert execution.record(outcome, NOW) is Outcome.SUCCEEDED
     row = Job.objects.get()
     assert (row.status, row.result) == ("succeeded", None)
+
+
+def nested(levels):
+    value = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_the_deepest_result_is_stored_and_read_back():
+    # The result is the whole document: MAX_JSON_DEPTH levels, MariaDB's last accepted.
+    [job] = claim(1, name="testapp.returns_value", payload={"value": 4})
+    deepest = nested(MAX_JSON_DEPTH)
+    assert execution.record(Call(job, test_jobs.returns_value, result=deepest), NOW) is (
+        Outcome.SUCCEEDED
+    )
+    assert Job.objects.get().result == deepest
+
+
+def test_a_result_too_deep_for_a_database_is_dropped_and_the_log_says_why(caplog):
+    [job] = claim(1, name="testapp.returns_value", payload={"value": 4})
+    outcome = Call(job, test_jobs.returns_value, result=nested(40))
+    assert execution.record(outcome, NOW) is Outcome.SUCCEEDED
+    row = Job.objects.get()
+    assert (row.status, row.result) == ("succeeded", None)
+    [warning] = [r for r in caplog.records if getattr(r, "outcome", "") == "result_dropped"]
+    assert warning.levelname == "WARNING"
+    assert warning.getMessage().startswith(
+        f"Job testapp.returns_value #{job.id} succeeded, but its return value was dropped "
+        "(result is None): return value 'result[0]"
+    )
+    assert "nested 32 levels deep" in warning.getMessage()
+
+
+def test_a_result_the_database_refuses_is_dropped_and_the_success_recorded(caplog):
+    """A limit no check knew of: the database's IntegrityError on the success write is
+    not an error of the run, and the row still ends succeeded, once."""
+    [job] = claim(1, name="testapp.returns_value", payload={"value": 4})
+    with refusing("result", "refuse-me"):
+        outcome = Call(job, test_jobs.returns_value, result={"note": "refuse-me"})
+        assert execution.record(outcome, NOW) is Outcome.SUCCEEDED
+    row = Job.objects.get()
+    assert (row.status, row.result, row.lock_token) == ("succeeded", None, None)
+    [warning] = [r for r in caplog.records if getattr(r, "outcome", "") == "result_dropped"]
+    assert "the database refused its return value" in warning.getMessage()
+    assert "IntegrityError" in warning.getMessage()
 
 
 def test_a_job_unregistered_since_its_claim_is_released_not_run(monkeypatch):

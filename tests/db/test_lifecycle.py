@@ -12,6 +12,7 @@ from django_cronqueue.lifecycle import Outcome
 from django_cronqueue.models import Job
 from django_cronqueue.registry import JobDefinition
 from tests.factories import JobFactory
+from tests.refusals import refusing
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -277,6 +278,44 @@ def test_a_failure_the_database_cannot_store_is_stored_escaped(
     assert job.traceback.endswith(f"{error}\n")
     assert job.exception_class_path == f"builtins.{raised}"
     assert "cannot store a character of its error" in caplog.text
+
+
+def test_a_final_failure_fails_the_row_with_attempts_left():
+    seen = []
+    job = JobFactory(max_attempts=4, dedupe_key="d", active_dedupe_key="d")
+    outcome = lifecycle.complete_failure(
+        claim_one(),
+        TypeError("cannot be stored"),
+        now=timezone.now(),
+        definition=definition(on_failed=lambda row, exc: seen.append(exc)),
+        final=True,
+    )
+    assert outcome is Outcome.FAILED
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.active_dedupe_key) == ("failed", 1, None)
+    assert job.last_error == "TypeError: cannot be stored"
+    assert [type(exc) for exc in seen] == [TypeError]
+
+
+@pytest.mark.parametrize("attempts_left", [True, False], ids=["retrying", "failed"])
+def test_an_error_text_the_database_refuses_is_recorded_escaped(attempts_left, caplog):
+    """The failure is still recorded, once: not an outage to retry, not a lost run."""
+    job = JobFactory(max_attempts=2 if attempts_left else 1)
+    claimed = claim_one()
+    with refusing("last_error", "⛔"):
+        outcome = lifecycle.complete_failure(
+            claimed, ValueError("input ⛔"), now=timezone.now(), definition=definition()
+        )
+    assert outcome is (Outcome.RETRYING if attempts_left else Outcome.FAILED)
+    job.refresh_from_db()
+    assert job.status == ("pending" if attempts_left else "failed")
+    assert job.lock_token is None
+    assert job.last_error == "ValueError: input \\u26d4"
+    assert job.traceback.isascii() and job.traceback.endswith("ValueError: input \\u26d4\n")
+    assert job.exception_class_path == "builtins.ValueError"
+    assert f"Job testapp.record #{job.pk}: the database refused the text of its error" in (
+        caplog.text
+    )
 
 
 # --- release_unstarted --------------------------------------------------------------

@@ -6,6 +6,7 @@ tests/testapp/tasks.py, imported at start-up by the app's autodiscovery.
 
 import datetime as dt
 import importlib
+import logging
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import django
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 from django.utils import timezone
 
 from django_cronqueue import backend, jobs, signals, testing
@@ -69,6 +71,7 @@ def test_tasks_are_registered_under_their_module_path_at_import():
         "task:tests.testapp.tasks.explode",
         "task:tests.testapp.tasks.fails_once",
         "task:tests.testapp.tasks.record_task",
+        "task:tests.testapp.tasks.returns",
         "task:tests.testapp.tasks.with_context",
     ]
     assert backend.job_name(test_tasks.add) == "task:tests.testapp.tasks.add"
@@ -169,6 +172,25 @@ def test_priority_queue_and_run_after_are_honoured():
 
 
 @needs_django_6
+def test_a_naive_run_after_is_local_time_without_use_tz():
+    naive = dt.datetime(2030, 1, 1, 9, 30)
+    with override_settings(USE_TZ=False):
+        deferred = test_tasks.add.using(run_after=naive).enqueue(1, 2)
+        row = Job.objects.get(pk=int(deferred.id))
+        assert row.run_at == naive
+        assert deferred.task.run_after == naive
+
+
+@needs_django_6
+def test_a_non_json_argument_raises_type_error_as_django_documents():
+    with pytest.raises(TypeError, match=r"'args\[0\]' holds a datetime"):
+        test_tasks.add.enqueue(timezone.now(), 1)
+    with pytest.raises(TypeError, match=r"'kwargs\.b' holds a set"):
+        async_to_sync(test_tasks.add.aenqueue)(1, b={1})
+    assert not Job.objects.exists()
+
+
+@needs_django_6
 def test_arguments_are_checked_at_the_call_site():
     with pytest.raises(jobs.InvalidPayload, match=r"'args\[0\]' holds a datetime"):
         test_tasks.add.enqueue(timezone.now(), 1)
@@ -235,6 +257,75 @@ def test_a_failing_task_is_failed_with_its_error():
     assert error.traceback.startswith("Traceback (most recent call last):")
     with pytest.raises(ValueError, match="Task failed"):
         _ = failed.return_value
+
+
+@needs_django_6
+def test_a_non_json_return_value_fails_the_task_with_a_type_error_at_once():
+    """As in Django's reference backends: FAILED, a TypeError, and no retry (the task
+    did its work; running it again would do it again and return the same)."""
+    result = test_tasks.returns.enqueue("datetime", key="once")
+    assert registry.get(backend.job_name(test_tasks.returns)).max_attempts == 4
+    assert jobs.tick() == jobs.TickResult(claimed=1, ran=0, failed=1)
+    assert jobs.tick(now=timezone.now() + dt.timedelta(hours=1)).claimed == 0
+
+    failed = default_task_backend.get_result(result.id)
+    assert (failed.status, failed.attempts) == (TaskResultStatus.FAILED, 1)
+    [error] = failed.errors
+    assert error.exception_class is TypeError
+    assert f"task:tests.testapp.tasks.returns #{result.id} returned a value" in error.traceback
+    assert "'result' holds a datetime" in error.traceback
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = failed.return_value
+    assert Job.objects.get(pk=int(result.id)).result is None
+    assert list(SideEffect.objects.values_list("key", flat=True)) == ["once"]
+
+
+@needs_django_6
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [("bytes", "café"), ("tuple", ["a", [1, 2]]), ("range", [0, 1, 2])],
+)
+def test_a_return_value_is_normalized_as_djangos_backends_do(kind, value):
+    result = test_tasks.returns.enqueue(kind, key=kind)
+    assert jobs.tick().ran == 1
+    done = default_task_backend.get_result(result.id)
+    assert (done.status, done.return_value) == (TaskResultStatus.SUCCESSFUL, value)
+
+
+@needs_django_6
+def test_arguments_are_normalized_as_djangos_backends_do():
+    result = test_tasks.add.enqueue(b"caf", b"\xc3\xa9")
+    assert result.args == ["caf", "é"]
+    assert Job.objects.get(pk=int(result.id)).payload == {"args": ["caf", "é"], "kwargs": {}}
+    jobs.tick()
+    assert default_task_backend.get_result(result.id).return_value == "café"
+
+
+@needs_django_6
+def test_djangos_log_line_of_a_failed_task_has_its_exception(caplog):
+    """task_finished is sent while the failure is handled, as Django's backends send
+    it: Django's receiver logs the state with the exception (``exc_info``)."""
+    exploded = test_tasks.explode.enqueue("kaboom")
+    unstorable = test_tasks.returns.enqueue("datetime", key="x")
+    added = test_tasks.add.enqueue(1, 2)
+    with caplog.at_level(logging.DEBUG, logger="django.tasks"):
+        jobs.tick()
+    finished = {
+        record.args[0]: record
+        for record in caplog.records
+        if record.name == "django.tasks"
+        and "state=" in record.getMessage()
+        and "RUNNING" not in record.getMessage()
+    }
+    assert finished[exploded.id].levelno == logging.ERROR
+    assert "state=FAILED" in finished[exploded.id].getMessage()
+    assert finished[exploded.id].exc_info[0] is test_tasks.TaskBoom
+    assert "tests.testapp.tasks.TaskBoom: kaboom" in finished[exploded.id].exc_text
+    assert finished[unstorable.id].exc_info[0] is TypeError
+    assert "'result' holds a datetime" in str(finished[unstorable.id].exc_info[1])
+    assert finished[added.id].levelno == logging.INFO
+    assert finished[added.id].exc_info is None
+    assert "NoneType" not in finished[added.id].getMessage()
 
 
 @needs_django_6
@@ -491,6 +582,7 @@ def test_tasks_run_under_runjobs_and_their_results_are_readable(runjobs):
     recorded = test_tasks.record_task.enqueue("from-runjobs")
     exploded = test_tasks.explode.enqueue("bang")
     with_context = test_tasks.with_context.enqueue(key="k")
+    unstorable = test_tasks.returns.enqueue("datetime", key="unstorable")
 
     worker = runjobs.start("--burst")
     assert worker.wait(120) == 0, runjobs.log(0)
@@ -500,10 +592,14 @@ def test_tasks_run_under_runjobs_and_their_results_are_readable(runjobs):
     assert done.worker_ids[-1].split(":")[1] == str(worker.pid)
     recorded = task_backends["default"].get_result(recorded.id)
     assert (recorded.status, recorded.return_value) == (TaskResultStatus.SUCCESSFUL, "from-runjobs")
-    assert SideEffect.objects.get().pid == worker.pid
+    assert SideEffect.objects.get(key="from-runjobs").pid == worker.pid
     failed = test_tasks.explode.get_result(exploded.id)
     assert failed.status == TaskResultStatus.FAILED
     assert failed.errors[0].exception_class is test_tasks.TaskBoom
     assert "TaskBoom: bang" in failed.errors[0].traceback
     context = test_tasks.with_context.get_result(with_context.id).return_value
     assert context == {"attempt": 1, "id": with_context.id, "key": "k"}
+    unstorable = test_tasks.returns.get_result(unstorable.id)
+    assert (unstorable.status, unstorable.attempts) == (TaskResultStatus.FAILED, 1)
+    assert unstorable.errors[0].exception_class is TypeError
+    assert SideEffect.objects.filter(key="unstorable").count() == 1

@@ -81,6 +81,19 @@ async def async_sleep(key: str, seconds: float) -> None:
     await sync_to_async(mark)("end", key)
 
 
+# --- results no database stores -------------------------------------------------------
+
+
+@jobs.job(name="rel.unstorable_result", backoff=no_wait)  # the default retries: 4 attempts
+def unstorable_result(key: str, text: str, levels: int) -> object:
+    """Marks its start, then returns ``text`` inside ``levels`` lists."""
+    mark("start", key)
+    value: object = text
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 # --- hostile handlers ----------------------------------------------------------------
 
 

@@ -19,9 +19,10 @@ import pytest
 from django_cronqueue import jobs
 from django_cronqueue.conf import get_settings
 from django_cronqueue.models import Job
+from tests.refusals import refusing
 from tests.reliability import jobs as rel
 
-from .conftest import marks
+from .conftest import marks, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -117,3 +118,34 @@ def test_text_no_database_can_store_is_refused_at_enqueue(option, value, problem
         jobs.enqueue(rel.tracked, {"key": "k"}, **{option: value})
     assert "'rel.tracked'" in str(excinfo.value) and option in str(excinfo.value)
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "levels", "said"),
+    [
+        # Nested past MariaDB's limit: dropped by django-cronqueue's check.
+        ("deep", 40, "(result is None): return value 'result[0]"),
+        # Refused by the database itself (a constraint no check knew of).
+        ("refuse-me", 0, "the database refused its return value, which was dropped"),
+    ],
+    ids=["too-deep", "refused-by-the-database"],
+)
+def test_a_handler_whose_result_cannot_be_stored_runs_once_and_succeeds(
+    runjobs, text, levels, said
+):
+    """Its success is recorded without the result: the refused write is neither
+    retried as if the database were down nor left for the lease to expire."""
+    job = jobs.enqueue(rel.unstorable_result, {"key": text, "text": text, "levels": levels})
+    with refusing("result", "refuse-me"):
+        worker = runjobs.start(settings={"LEASE": 1})
+        row = wait_until(
+            lambda: Job.objects.filter(pk=job.pk, status__in=["succeeded", "failed"]).first(),
+            timeout=120,
+        )
+        assert runjobs.stop(worker) == 0
+    assert (row.status, row.attempts, row.result) == ("succeeded", 1, None)
+    assert [key for key, _, _ in marks("start")] == [text]
+    log = runjobs.log(worker)
+    assert f"Job rel.unstorable_result #{job.pk} succeeded, but " in log
+    assert said in log
+    assert "database unavailable" not in log

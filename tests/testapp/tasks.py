@@ -4,6 +4,7 @@ Imported at start-up by the app config's autodiscovery when TASKS uses
 CronQueueBackend (tests/settings.py configures it on Django 6 only).
 """
 
+import datetime as dt
 import os
 
 from django.tasks import task
@@ -48,3 +49,18 @@ def with_context(context, key: str) -> dict:
 @task
 async def async_add(a: int, b: int) -> int:
     return a + b
+
+
+RETURNED = {
+    "datetime": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),  # not JSON
+    "bytes": b"caf\xc3\xa9",  # Django's backends decode bytes
+    "tuple": ("a", (1, 2)),
+    "range": range(3),
+}
+
+
+@task
+def returns(kind: str, key: str) -> object:
+    """Does its work (a SideEffect row ``key``), then returns ``RETURNED[kind]``."""
+    SideEffect.objects.create(key=key, pid=os.getpid())
+    return RETURNED[kind]

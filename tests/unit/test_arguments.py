@@ -20,6 +20,7 @@ from django_cronqueue.arguments import (
 from django_cronqueue.cronspec import CronSpec
 from django_cronqueue.exceptions import InvalidPayload
 from django_cronqueue.registry import JobDefinition
+from django_cronqueue.validation import MAX_JSON_DEPTH
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -170,6 +171,47 @@ def test_the_payload_size_limit_counts_utf8_bytes_of_json():
         refused(ANYTHING, {"k": "é" * 46})  # 46 characters, 92 bytes of UTF-8
 
 
+def nested(levels):
+    value = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_a_payload_nested_to_the_databases_limit_is_accepted_and_one_more_level_refused():
+    # The payload object is the first of MariaDB's 31 levels: a value may nest 30.
+    assert check_payload(ANYTHING, {"k": nested(MAX_JSON_DEPTH - 1)}) == {
+        "k": nested(MAX_JSON_DEPTH - 1)
+    }
+    message = refused(ANYTHING, {"k": nested(MAX_JSON_DEPTH)})
+    assert "payload key 'k[0]" in message
+    assert "nested 32 levels deep" in message and "at most 31" in message
+
+
+def test_the_issues_40_deep_payload_is_refused():
+    assert "levels deep" in refused(ANYTHING, {"k": nested(40)})
+
+
+def test_a_circular_payload_is_refused_not_a_recursion_error():
+    loop = []
+    loop.append(loop)
+    assert "'k[0]' holds itself (a circular reference)" in refused(ANYTHING, {"k": loop})
+    payload = {}
+    payload["k"] = {"back": payload}
+    assert "'k.back' holds itself" in refused(ANYTHING, payload)
+
+
+def test_an_integer_json_cannot_write_is_refused_not_a_value_error():
+    message = refused(ANYTHING, {"k": [10**5000]})
+    assert "'k[0]' holds an integer too long" in message
+
+
+def test_invalid_payload_is_a_value_error_and_a_type_error():
+    with pytest.raises(TypeError):
+        check_payload(ANYTHING, {"k": NOW})
+    assert issubclass(InvalidPayload, ValueError) and issubclass(InvalidPayload, TypeError)
+
+
 # --- options ------------------------------------------------------------------------
 
 
@@ -241,3 +283,11 @@ def test_bad_run_at_or_delay_is_refused(run_at, delay, expected):
     with pytest.raises(ValueError, match=r"^Job 'emails\.send': ") as caught:
         resolve_run_at(SEND, NOW, run_at, delay)
     assert expected in str(caught.value)
+
+
+def test_without_use_tz_run_at_is_naive_local_time():
+    naive = dt.datetime(2030, 1, 1, 9, 30)
+    with override_settings(USE_TZ=False, TIME_ZONE="Europe/Paris"):
+        assert resolve_run_at(SEND, naive, naive, None) is naive
+        aware = dt.datetime(2030, 1, 1, 8, 30, tzinfo=dt.timezone.utc)
+        assert resolve_run_at(SEND, naive, aware, None) == naive  # 09:30 in Paris
