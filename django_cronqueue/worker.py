@@ -9,6 +9,7 @@ that wakes idle slots as soon as a job is enqueued.
 
 from __future__ import annotations
 
+import _thread
 import datetime as dt
 import logging
 import os
@@ -183,7 +184,10 @@ class Worker:
             signal.Signals(signum).name,
             self.shutdown_timeout,
         )
-        self.stop()
+        # This runs on the main thread between two bytecodes, maybe while it holds the
+        # (not reentrant) lock of an event that stop() sets: a deadlock. Set them from a
+        # bare thread (threading.Thread.start() could wait on a lock the main thread holds).
+        _thread.start_new_thread(self.stop, ())
 
     # slots ------------------------------------------------------------------------
 
