@@ -57,6 +57,11 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         "a number of seconds >= 0, or None to keep Django's CONN_MAX_AGE",
     ),
     "EAGER": ("E019", lambda v: isinstance(v, bool), "True or False"),
+    "MAX_CLOCK_SKEW": (
+        "E021",
+        lambda v: v is None or (_is_number(v) and v > 0),
+        "a number of seconds > 0, or None for a third of LEASE",
+    ),
 }
 
 MINIMUM_VERSIONS = {"sqlite": (3, 35), "postgresql": (13,), "mysql": (8, 0), "mariadb": (10, 6)}
@@ -93,6 +98,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 )
             )
     messages.extend(_check_lease(raw))
+    messages.extend(_check_clock_skew(raw))
     return messages
 
 
@@ -137,6 +143,24 @@ def _check_lease(raw: dict[str, Any]) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+def _check_clock_skew(raw: dict[str, Any]) -> list[CheckMessage]:
+    """A worker's clock correction is as fresh as its last heartbeat (every LEASE/3 s); a
+    clock stepped by more than 2/3 LEASE in between makes live leases look expired. A
+    worker refuses to claim beyond MAX_CLOCK_SKEW, which should keep a step below that."""
+    skew, lease = raw.get("MAX_CLOCK_SKEW"), raw.get("LEASE", 30)
+    if not (_is_number(skew) and _is_number(lease) and lease >= 1 and skew > lease / 3):
+        return []
+    return [
+        Warning(
+            f"CRONQUEUE['MAX_CLOCK_SKEW'] is {skew}s, more than a third of LEASE "
+            f"({lease / 3:.3g}s): a worker corrects its clock at each heartbeat, and a clock "
+            "stepped by that much in between can make a live job's lease look expired.",
+            hint="Use at most LEASE / 3 seconds, or remove the key (the default is LEASE / 3).",
+            id=CHECK_ID.format("W004"),
+        )
+    ]
 
 
 @register(Tags.compatibility)

@@ -32,6 +32,7 @@ class CronQueueSettings:
     PRUNE_BATCH_SIZE: int = 1000
     MAX_PAYLOAD_BYTES: int = 1_000_000
     WORKER_CONN_MAX_AGE: float | None = 600
+    MAX_CLOCK_SKEW: float | None = None  # None: a third of LEASE (see max_clock_skew)
     EAGER: bool = False  # tests: enqueue runs the handler at once (django_cronqueue.eager)
 
 
@@ -61,6 +62,15 @@ def get_settings() -> CronQueueSettings:
 
 def database_alias() -> str:
     return get_settings().DATABASE
+
+
+def max_clock_skew() -> float:
+    """Seconds a worker's clock may be off the database's before it refuses to claim:
+    ``MAX_CLOCK_SKEW``, or a third of ``LEASE`` (the heartbeat's interval) when unset."""
+    settings = get_settings()
+    if settings.MAX_CLOCK_SKEW is None:
+        return float(settings.LEASE) / 3
+    return float(settings.MAX_CLOCK_SKEW)
 
 
 @receiver(setting_changed)

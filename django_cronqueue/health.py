@@ -16,7 +16,8 @@ from typing import Any
 from django.utils import timezone
 
 from . import observe
-from .conf import get_settings
+from .conf import get_settings, max_clock_skew
+from .dbclock import beyond, describe_offset
 from .observe import (
     DEFAULT_SCHEDULE_GRACE,
     LIVE_WORKER_LEASES,
@@ -50,11 +51,17 @@ class StatusReport:
     workers: list[WorkerStatus]
     lease: float
     schedule_grace: float
+    max_clock_skew: float  # a worker's clock further off the database's claims nothing
     problems: list[str] = field(default_factory=list)
 
     @property
     def live_workers(self) -> list[WorkerStatus]:
         return [worker for worker in self.workers if worker.alive]
+
+    @property
+    def clock_skewed_workers(self) -> list[WorkerStatus]:
+        """Live workers whose clock is beyond MAX_CLOCK_SKEW: they refuse to claim."""
+        return [w for w in self.live_workers if beyond(w.clock_offset, self.max_clock_skew)]
 
     @property
     def overdue_schedules(self) -> list[ScheduleStatus]:
@@ -85,6 +92,7 @@ def collect(
         workers=observe.workers(now, lease),
         lease=lease,
         schedule_grace=schedule_grace,
+        max_clock_skew=max_clock_skew(),
     )
 
 
@@ -97,6 +105,8 @@ def problems(
     """Why a health check should fail, one sentence each; empty when healthy.
 
     - fewer than ``min_workers`` live workers (0 turns this off);
+    - a live worker's clock is off the database's by more than ``MAX_CLOCK_SKEW`` (it
+      refuses to claim);
     - a schedule is overdue;
     - the oldest due pending job has waited more than ``max_pending_age`` seconds
       (None turns this off).
@@ -108,6 +118,13 @@ def problems(
         found.append(
             f"{alive} live worker(s), expected at least {min_workers}: no runjobs process "
             f"has sent a heartbeat in the last {window:g}s ({LIVE_WORKER_LEASES} x LEASE)."
+        )
+    for worker in report.clock_skewed_workers:
+        found.append(
+            f"worker {worker.id}: its host's clock is "
+            f"{describe_offset(worker.clock_offset or 0.0)} the database's, more than "
+            f"MAX_CLOCK_SKEW ({report.max_clock_skew:g}s), so it claims no jobs; fix the "
+            "time synchronisation (NTP) of its host or of the database server."
         )
     for schedule in report.overdue_schedules:
         found.append(

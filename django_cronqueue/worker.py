@@ -11,6 +11,7 @@ work until it returns, and ``run()`` stops the helpers before it returns.
 
 from __future__ import annotations
 
+import _thread
 import datetime as dt
 import logging
 import os
@@ -31,11 +32,10 @@ from django.db import (
     close_old_connections,
     connections,
 )
-from django.utils import timezone
 
-from . import lifecycle, signals
+from . import dbclock, lifecycle, signals
 from .claiming import ClaimedJob, claim_request, complete_and_claim, is_capped
-from .conf import database_alias, get_settings
+from .conf import database_alias, get_settings, max_clock_skew
 from .execution import Call, Recorder, call
 from .models import Worker as WorkerRow
 from .notify import listen
@@ -96,6 +96,8 @@ class Worker:
         self.lease = dt.timedelta(seconds=settings.LEASE)
         self.prefetch = max(1, settings.PREFETCH)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        # Every time decision uses this clock: the host's, corrected to the database's.
+        self.clock = dbclock.CorrectedClock(f"Worker {self.id}", max_clock_skew())
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self._held: dict[int, HeldJob] = {}
@@ -138,7 +140,7 @@ class Worker:
             return 0
         self._register()
         if self.mode == "once":
-            self._cutoff = timezone.now()
+            self._cutoff = self.clock.now()
         self._with_database_retry(self._housekeep)
         self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")
         if self.mode == "forever":
@@ -159,7 +161,8 @@ class Worker:
                 self.wake.set()
 
     def _housekeep(self) -> None:
-        self.housekeeping.run(timezone.now(), materialize=self.scheduler)
+        if self.clock.trusted:  # a clock too far off the database's decides nothing
+            self.housekeeping.run(self.clock.now(), materialize=self.scheduler)
 
     def _working_slots(self) -> list[threading.Thread]:
         with self._held_lock:
@@ -226,7 +229,10 @@ class Worker:
             signal.Signals(signum).name,
             self.shutdown_timeout,
         )
-        self.stop()
+        # This runs on the main thread between two bytecodes, maybe while it holds the
+        # (not reentrant) lock of an event that stop() sets: a deadlock. Set them from a
+        # bare thread (threading.Thread.start() could wait on a lock the main thread holds).
+        _thread.start_new_thread(self.stop, ())
 
     # slots ------------------------------------------------------------------------
 
@@ -241,7 +247,7 @@ class Worker:
         self._use_persistent_connections()
         failures = 0
         batch = 1  # grows while jobs are quick, back to 1 after a slow job or when idle
-        recorder = Recorder(timezone.now)
+        recorder = Recorder(self.clock.now)
         try:
             while not self.stopping.is_set():
                 try:
@@ -266,14 +272,14 @@ class Worker:
             connections.close_all()
 
     def _claim(self, limit: int, recorder: Recorder) -> list[ClaimedJob]:
-        now = timezone.now()
+        now = self.clock.now()
         # Capped names take a locked, costlier claim: after one that found none of
         # them, leave them out for a poll interval (a wake-up brings them back).
         include_capped = time.monotonic() >= self._skip_capped_until or self.wake.is_set()
         request = claim_request(
             self._cutoff or now,
             queues=self.queues,
-            limit=limit,
+            limit=limit if self.clock.trusted else 0,  # untrusted: only write successes
             worker_id=self.id,
             lease_until=now + self.lease,
             include_capped=include_capped,
@@ -325,7 +331,7 @@ class Worker:
             held.deadline = time.monotonic() + timeout
         quick = waiting = False
         try:
-            outcome = call(job, timezone.now)
+            outcome = call(job, self.clock.now)
             quick = outcome.duration < Recorder.QUICK
             self._write_outcomes(lambda: _add_or_flush(recorder, outcome))
             # A quick success waits in the recorder's batch, maybe behind a slow job:
@@ -458,9 +464,12 @@ class Worker:
             ]
         for held in overdue:
             self._abandon(held)
-        now = timezone.now()
+        self._measure_clock()
+        now = self.clock.now()
         lifecycle.renew_leases(renewable, until=now + self.lease)
-        WorkerRow.objects.using(database_alias()).filter(id=self.id).update(last_seen=now)
+        WorkerRow.objects.using(database_alias()).filter(id=self.id).update(
+            last_seen=now, clock_offset=self.clock.offset
+        )
         close_old_connections()
 
     def _abandon(self, held: HeldJob) -> None:
@@ -502,8 +511,13 @@ class Worker:
         if connections[alias].vendor == "postgresql":
             listen(alias, self.stopping, self.wake)
 
+    def _measure_clock(self) -> None:
+        self.clock.update(dbclock.measure(database_alias()))
+
     def _register(self) -> None:
         def register() -> None:
+            self._measure_clock()
+            now = self.clock.now()
             WorkerRow.objects.using(database_alias()).update_or_create(
                 id=self.id,
                 defaults={
@@ -511,7 +525,9 @@ class Worker:
                     "pid": os.getpid(),
                     "queues": self.queues or [],
                     "concurrency": self.concurrency,
-                    "last_seen": timezone.now(),
+                    "started_at": now,
+                    "last_seen": now,
+                    "clock_offset": self.clock.offset,
                 },
             )
 

@@ -106,6 +106,23 @@ if os.environ.get("CRONQUEUE_TEST_DB_EXACT_NAME"):
     # can show where a worker that does not stop is stuck (Runjobs.dump_stacks()).
     faulthandler.register(signal.SIGUSR2, all_threads=True)
 
+
+def _skew_clock(seconds: float) -> None:
+    """This process's clock (``django.utils.timezone.now``) runs ``seconds`` ahead of the
+    real one and the database's: a worker on a host whose clock is wrong. Patched here,
+    before any app module binds it."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    real_now = timezone.now
+    timezone.now = lambda: real_now() + dt.timedelta(seconds=seconds)
+
+
+# End-to-end tests of clock skew start a runjobs process with a wrong clock.
+if os.environ.get("CRONQUEUE_TEST_CLOCK_SKEW"):
+    _skew_clock(float(os.environ["CRONQUEUE_TEST_CLOCK_SKEW"]))
+
 if django.VERSION >= (6, 0):
     # Django's Tasks framework: @task functions of tests/testapp/tasks.py enqueue as jobs.
     TASKS = {

@@ -315,6 +315,7 @@ class WorkerStatus:
     last_seen: dt.datetime
     seen_seconds_ago: float
     alive: bool
+    clock_offset: float | None = None  # seconds its clock runs ahead of the database's
 
 
 def workers(now: dt.datetime, lease: float | None = None) -> list[WorkerStatus]:
@@ -334,6 +335,7 @@ def workers(now: dt.datetime, lease: float | None = None) -> list[WorkerStatus]:
                 last_seen=row.last_seen,
                 seen_seconds_ago=ago,
                 alive=ago <= window,
+                clock_offset=row.clock_offset,
             )
         )
     return result

@@ -211,6 +211,40 @@ def test_each_problem_is_reported(every_five_minutes, settings):
     )
 
 
+def clock_problem(worker, offset_words, limit="10s"):
+    return (
+        f"worker {worker.id}: its host's clock is {offset_words} the database's, more than "
+        f"MAX_CLOCK_SKEW ({limit}), so it claims no jobs; fix the time synchronisation (NTP) "
+        "of its host or of the database server."
+    )
+
+
+def test_a_live_worker_whose_clock_is_beyond_max_clock_skew_is_a_problem(settings):
+    settings.CRONQUEUE = {"LEASE": 30}  # MAX_CLOCK_SKEW: LEASE / 3 = 10 s
+    ahead = WorkerFactory(last_seen=NOW, clock_offset=12.5)
+    behind = WorkerFactory(last_seen=NOW, clock_offset=-10.01)
+    WorkerFactory(last_seen=NOW, clock_offset=-10.0)  # at the limit: claims
+    WorkerFactory(last_seen=NOW, clock_offset=None)  # not measured yet
+    WorkerFactory(last_seen=NOW - dt.timedelta(minutes=5), clock_offset=500)  # dead
+
+    report = health.collect(NOW)
+
+    assert report.max_clock_skew == 10.0
+    assert health.problems(report) == [
+        clock_problem(ahead, "12.5s ahead of"),
+        clock_problem(behind, "10.0s behind"),
+    ]
+
+
+def test_max_clock_skew_sets_the_limit_of_the_clock_problem(settings):
+    settings.CRONQUEUE = {"MAX_CLOCK_SKEW": 0.5}
+    worker = WorkerFactory(last_seen=NOW, clock_offset=0.75)
+
+    assert health.problems(health.collect(NOW)) == [
+        clock_problem(worker, "0.8s ahead of", limit="0.5s")
+    ]
+
+
 def test_the_checks_can_be_relaxed():
     JobFactory(status="pending", run_at=NOW - dt.timedelta(hours=1))
     report = health.collect(NOW)
@@ -276,6 +310,28 @@ def test_command_check_writes_reasons_to_stderr_and_json():
         call_command("cronqueue_status", "--check", "--json", stdout=out, stderr=err)
     assert json.loads(out.getvalue())["problems"][0].startswith("0 live worker(s)")
     assert err.getvalue().startswith("FAIL: 0 live worker(s)")
+
+
+def test_command_shows_each_workers_clock_and_check_fails_on_one_beyond_the_limit():
+    WorkerFactory(id="web-1:42:abcdef", clock_offset=0.0042)
+    WorkerFactory(id="web-2:43:abcdef", clock_offset=-95.25)
+    WorkerFactory(id="web-3:44:abcdef", clock_offset=None)
+
+    out, _ = run_status()
+    document = json.loads(run_status("--json")[0])
+    with pytest.raises(CommandError) as failure:
+        run_status("--check")
+
+    assert "web-1:42:abcdef  alive" in out and "clock +0.004s" in out
+    assert "clock -95.250s" in out
+    assert "web-3:44:abcdef  alive  last seen 0s ago  concurrency 1  all queues\n" in out
+    assert {w["id"]: w["clock_offset"] for w in document["workers"]} == {
+        "web-1:42:abcdef": 0.0042,
+        "web-2:43:abcdef": -95.25,
+        "web-3:44:abcdef": None,
+    }
+    assert document["max_clock_skew"] == 10.0
+    assert "1 problem(s)" in str(failure.value)
 
 
 def test_command_check_min_workers_zero_allows_no_workers():

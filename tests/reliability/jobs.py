@@ -94,6 +94,19 @@ def unstorable_result(key: str, text: str, levels: int) -> object:
     return value
 
 
+@jobs.job(name="rel.held", timeout=600, retries=3, backoff=no_wait)
+def held(key: str) -> dict:
+    """Marks its start, then runs until a ``release:<key>`` mark exists (at most 5 min)."""
+    mark("start", key)
+    deadline = time.monotonic() + 300
+    while not SideEffect.objects.filter(key=f"release:{key}").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rel.held {key!r} was never released")
+        time.sleep(0.05)
+    mark("end", key)
+    return {"pid": os.getpid()}
+
+
 # --- hostile handlers ----------------------------------------------------------------
 
 

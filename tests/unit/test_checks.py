@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from django_cronqueue import checks
 from django_cronqueue.checks import check_database_charset, check_database_version, check_settings
-from django_cronqueue.conf import DEFAULTS, KNOWN_KEYS, get_settings
+from django_cronqueue.conf import DEFAULTS, KNOWN_KEYS, get_settings, max_clock_skew
 
 
 def ids(messages):
@@ -41,6 +41,7 @@ VALID = {
     "MAX_PAYLOAD_BYTES": 10,
     "WORKER_CONN_MAX_AGE": None,
     "EAGER": False,
+    "MAX_CLOCK_SKEW": 5,
 }
 
 
@@ -95,6 +96,7 @@ BAD_VALUES = [
     ("MAX_PAYLOAD_BYTES", "E015", [0, -1, 1e6, "1MB", None]),
     ("WORKER_CONN_MAX_AGE", "E016", [-1, "600", True, math.inf]),
     ("EAGER", "E019", [1, "yes", None]),
+    ("MAX_CLOCK_SKEW", "E021", [0, -1, "10", True, math.nan, math.inf]),
 ]
 
 
@@ -184,6 +186,47 @@ def test_w002_lease_too_short_for_heartbeats(setting):
 def test_no_w002_when_lease_is_long_enough_or_already_an_error(setting):
     with override_settings(CRONQUEUE=setting):
         assert "django_cronqueue.W002" not in ids(check_settings())
+
+
+# --- MAX_CLOCK_SKEW and W004 -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setting", "limit"),
+    [
+        ({}, 10.0),
+        ({"LEASE": 6}, 2.0),
+        ({"MAX_CLOCK_SKEW": None, "LEASE": 9}, 3.0),
+        ({"MAX_CLOCK_SKEW": 0.5}, 0.5),
+    ],
+)
+def test_max_clock_skew_is_a_third_of_lease_unless_set(setting, limit):
+    with override_settings(CRONQUEUE=setting):
+        assert max_clock_skew() == limit
+
+
+@pytest.mark.parametrize("setting", [{"MAX_CLOCK_SKEW": 10.5}, {"MAX_CLOCK_SKEW": 3, "LEASE": 6}])
+def test_w003_max_clock_skew_over_a_third_of_lease(setting):
+    with override_settings(CRONQUEUE=setting):
+        message = only(check_settings(), "W004")
+    assert message.level == WARNING
+    assert f"CRONQUEUE['MAX_CLOCK_SKEW'] is {setting['MAX_CLOCK_SKEW']}s" in message.msg
+    assert "LEASE / 3" in message.hint
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"MAX_CLOCK_SKEW": 10},
+        {"MAX_CLOCK_SKEW": 2, "LEASE": 6},
+        {"MAX_CLOCK_SKEW": None},
+        {"LEASE": 5},
+        {"MAX_CLOCK_SKEW": 100, "LEASE": "30"},
+    ],
+)
+def test_no_w003_within_a_third_of_lease_or_already_an_error(setting):
+    with override_settings(CRONQUEUE=setting):
+        assert "django_cronqueue.W004" not in ids(check_settings())
 
 
 # --- E018 ---------------------------------------------------------------------------

@@ -21,7 +21,8 @@ class Command(BaseCommand):
     help = (
         "Show the state of the job queue: jobs per status and name, the oldest due "
         "pending job, cron schedules and their next runs, live workers. With --check, "
-        "exit non-zero when no worker is alive, a schedule is overdue or the oldest "
+        "exit non-zero when no worker is alive, a live worker's clock is off the "
+        "database's by more than MAX_CLOCK_SKEW, a schedule is overdue or the oldest "
         "pending job is too old (a health probe)."
     )
     requires_system_checks: list[str] = []
@@ -126,10 +127,11 @@ class Command(BaseCommand):
         write(f"Workers: {len(alive)} alive, {len(report.workers) - len(alive)} not seen lately")
         for worker in report.workers:
             queues = ",".join(worker.queues) if worker.queues else "all queues"
+            clock = "" if worker.clock_offset is None else f"  clock {worker.clock_offset:+.3f}s"
             write(
                 f"  {worker.id}  {'alive' if worker.alive else 'DEAD'}  "
                 f"last seen {worker.seen_seconds_ago:.0f}s ago  concurrency {worker.concurrency}"
-                f"  {queues}"
+                f"  {queues}{clock}"
             )
         if checked and not report.problems:
             write("OK")
