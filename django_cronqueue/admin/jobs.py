@@ -4,8 +4,10 @@ the actions and buttons Retry, Cancel and Run now."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,12 +19,13 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.text import smart_split, unescape_string_literal
 
 from .. import observe
 from ..conf import database_alias
+from ..error_text import MAX_ERROR_CHARS
 from ..models import Job, JobStatus, Worker
 from ..registry import registry
+from ..validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard
 from .actions import Action, Noun, Outcome
 from .base import ReadOnlyAdmin
@@ -34,6 +37,7 @@ from .filters import (
     NameFilter,
     QueueFilter,
     StatusFilter,
+    exactly,
 )
 from .renderers import (
     compact_time,
@@ -47,6 +51,7 @@ from .renderers import (
     status_pill,
     zone,
 )
+from .search import as_id, fits, search, search_words
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
 #: A message lists at most this many job ids ("#1, #2 and 40 more").
@@ -129,13 +134,6 @@ def _why_refused(action: JobAction, job: Job, status_now: str | None) -> str:
     if action.key == "retry":
         return "another pending or running job of the same name holds its dedupe key"
     return "refused by the lifecycle"
-
-
-def search_word(bit: str) -> str:
-    """A word of a search, its quotes removed as Django's admin search does."""
-    if len(bit) >= 2 and bit[0] in "\"'" and bit[0] == bit[-1]:
-        return unescape_string_literal(bit)
-    return bit
 
 
 class JobAdmin(ReadOnlyAdmin[Job]):
@@ -346,25 +344,30 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         and scan every row for each field; here only the error text is scanned, and
         unless the list is filtered by status, only among jobs that did not succeed
         (found through the status index), so a search stays fast on millions of rows."""
-        words = [search_word(bit) for bit in smart_split(search_term)]
-        words = [word for word in words if word]
-        if not words:
+        if not search_words(search_term):
             return queryset, False
         names = observe.distinct_values("name")
         status_filtered = bool(request.GET.get("status") or request.GET.get("failed"))
-        for word in words:
+
+        def match(word: str) -> Q | None:
+            conditions = []
+            job_id = as_id(word)
+            if job_id is not None:
+                conditions.append(Q(pk=job_id))
+            if fits(word, MAX_DEDUPE_KEY_LENGTH):
+                conditions.append(Q(dedupe_key=word))
             lowered = word.lower()
-            match = Q(dedupe_key=word)
-            if word.isdigit() and len(word) < 19:
-                match |= Q(pk=int(word))
             matching_names = [name for name in names if lowered in name.lower()]
             if matching_names:
-                match |= Q(name__in=matching_names)
-            error = Q(last_error__icontains=word)
-            if not status_filtered:
-                error &= Q(status__in=UNSUCCESSFUL)
-            queryset = queryset.filter(match | error)
-        return queryset, False
+                conditions.append(Q(name__in=matching_names))
+            if fits(word, MAX_ERROR_CHARS):
+                error = Q(last_error__icontains=word)
+                if not status_filtered:
+                    error &= Q(status__in=UNSUCCESSFUL)
+                conditions.append(error)
+            return reduce(operator.or_, conditions) if conditions else None
+
+        return search(request, queryset, search_term, match), False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList
@@ -382,7 +385,9 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         if not self.has_view_permission(request):
             return {}
         keep = {key: request.GET[key] for key in ("name", "queue") if request.GET.get(key)}
-        queryset = self.get_queryset(request).filter(**keep)
+        queryset = self.get_queryset(request)
+        for column, value in keep.items():
+            queryset = exactly(queryset, column, value)
         counts, capped = observe.capped_status_counts(queryset)
         current = request.GET.get("status", "")
         links = [

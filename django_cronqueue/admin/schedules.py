@@ -12,7 +12,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -22,9 +22,11 @@ from django.utils.html import format_html, format_html_join
 from .. import observe
 from ..exceptions import UnknownJob
 from ..models import CronSchedule
+from ..validation import MAX_NAME_LENGTH
 from .actions import Action, Noun, Outcome, each
 from .base import ReadOnlyAdmin
 from .renderers import local_time, plural, pretty_json, status_pill, warning_badge, zone
+from .search import fits, search
 
 NOT_DEFINED = "no code in this process defines it"
 #: One call of ``CronSchedule.backfill`` creates at most this many occurrences.
@@ -149,6 +151,16 @@ class CronScheduleAdmin(ReadOnlyAdmin[CronSchedule]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[CronSchedule]:
         return observe.with_last_occurrence(super().get_queryset(request))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[CronSchedule], search_term: str
+    ) -> tuple[QuerySet[CronSchedule], bool]:
+        """Each word must be part of the schedule's name."""
+
+        def match(word: str) -> Q | None:
+            return Q(name__icontains=word) if fits(word, MAX_NAME_LENGTH) else None
+
+        return search(request, queryset, search_term, match), False
 
     @admin.display(description="name", ordering="name")
     def name_display(self, schedule: CronSchedule) -> str:

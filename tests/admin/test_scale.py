@@ -76,6 +76,15 @@ def test_status_counts_are_one_query(admin_client):
     assert len([sql for sql in queries if "capped_0" in sql]) == 1
 
 
+def test_status_counts_of_a_filter_no_row_can_match_are_zero(db):
+    mixed_jobs(5)
+    zero = dict.fromkeys(JobStatus.values, 0)
+    with CaptureQueriesContext(connection) as captured:
+        assert observe.capped_status_counts(Job.objects.none()) == (zero, set())
+        assert observe.capped_status_counts(Job.objects.filter(pk__in=[])) == (zero, set())
+    assert len(captured) == 0
+
+
 def test_status_counts_stop_at_the_cap(admin_client, monkeypatch):
     mixed_jobs(30)  # 6 rows of each status
     JobFactory(status=JobStatus.FAILED)
