@@ -5,7 +5,7 @@ the actions and buttons Retry, Cancel and Run now."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -20,14 +20,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .. import observe
+from .. import bulk, observe
 from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS
 from ..models import Job, JobStatus, Worker
 from ..registry import registry
 from ..validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard
-from .actions import Action, Noun, Outcome
+from .actions import Action, done_message, summary_messages
 from .base import ReadOnlyAdmin
 from .filters import (
     ERROR_CHARS,
@@ -54,9 +54,8 @@ from .renderers import (
 from .search import as_id, fits, search, search_words
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
-#: A message lists at most this many job ids ("#1, #2 and 40 more").
-MAX_IDS_IN_MESSAGE = 10
-JOB: Noun[Job] = Noun("job", lambda job: f"#{job.pk}", MAX_IDS_IN_MESSAGE)
+JOB = "job"
+DEDUPE_KEY_TAKEN = "another pending or running job of the same name holds its dedupe key"
 
 
 @dataclass(frozen=True)
@@ -98,42 +97,27 @@ JOB_ACTIONS = {
 }
 
 
-def apply_job_action(action: JobAction, jobs: Iterable[Job], *, reason: str = "") -> Outcome[Job]:
-    """Run one lifecycle method per job; collect what changed and why the rest did not."""
-    outcome: Outcome[Job] = Outcome()
-    lost: list[Job] = []
-    for job in jobs:
-        if job.status not in action.applies_to:
-            outcome.skip(f"{job.status}: {action.applies_text}", job)
-        elif _apply(action, job, reason):
-            outcome.change(job)
-        else:
-            lost.append(job)
-    if lost:  # it was applicable when read: find out what got in the way
-        statuses = dict(
-            observe.jobs().filter(pk__in=[job.pk for job in lost]).values_list("pk", "status")
-        )
-        for job in lost:
-            outcome.skip(_why_refused(action, job, statuses.get(job.pk)), job)
-    return outcome
-
-
-def _apply(action: JobAction, job: Job, reason: str) -> bool:
-    """The job's own lifecycle method: False when the row was no longer as read."""
-    if action.key == "cancel":
-        return job.cancel(reason=reason)
-    changed: bool = getattr(job, action.key)()
-    return changed
-
-
-def _why_refused(action: JobAction, job: Job, status_now: str | None) -> str:
-    if status_now is None:
-        return "deleted meanwhile"
-    if status_now != job.status:
-        return f"changed meanwhile (now {status_now})"
+def perform(action: JobAction, jobs: QuerySet[Job], *, reason: str) -> bulk.BulkOutcome:
+    """The action on every job of ``jobs`` it applies to: set-based, in batches."""
     if action.key == "retry":
-        return "another pending or running job of the same name holds its dedupe key"
-    return "refused by the lifecycle"
+        return bulk.retry_jobs(jobs)
+    if action.key == "cancel":
+        return bulk.cancel_jobs(jobs, reason=reason)
+    return bulk.run_jobs_now(jobs)
+
+
+def outcome_messages(action: JobAction, outcome: bulk.BulkOutcome) -> list[tuple[str, int]]:
+    """What changed, then what was skipped, by reason."""
+    skipped = [
+        (f"{status}: {action.applies_text}", outcome.not_applicable[status])
+        for status in JobStatus.values
+        if status in outcome.not_applicable
+    ]
+    skipped += [
+        (DEDUPE_KEY_TAKEN, outcome.dedupe_key_taken),
+        ("changed meanwhile", outcome.changed_meanwhile),
+    ]
+    return summary_messages(action, JOB, outcome.changed, skipped)
 
 
 class JobAdmin(ReadOnlyAdmin[Job]):
@@ -412,32 +396,29 @@ class JobAdmin(ReadOnlyAdmin[Job]):
 
     # -- actions (list) and buttons (detail)
 
-    def _run(self, request: HttpRequest, key: str, jobs: Iterable[Job]) -> Outcome[Job]:
+    def _run(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> None:
+        """The action on ``jobs``: one message per outcome, one history entry."""
         action = JOB_ACTIONS[key]
-        outcome = apply_job_action(
+        outcome = perform(
             action, jobs, reason=f"cancelled in the admin by {request.user.get_username()}"
         )
-        self.announce(request, action, JOB, outcome)
-        return outcome
-
-    def _selected(self, queryset: QuerySet[Job]) -> Iterable[Job]:
-        return (
-            queryset.order_by("pk")
-            .only("pk", "name", "status", "dedupe_key")
-            .iterator(chunk_size=500)
+        for message, level in outcome_messages(action, outcome):
+            self.message_user(request, message, level)
+        self.log_summary(
+            request, action, outcome.changed, done_message(action, JOB, outcome.changed)
         )
 
     @admin.action(description="Retry selected jobs (failed or cancelled)", permissions=["change"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "retry", self._selected(queryset))
+        self._run(request, "retry", queryset)
 
     @admin.action(description="Cancel selected jobs (pending)", permissions=["change"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "cancel", self._selected(queryset))
+        self._run(request, "cancel", queryset)
 
     @admin.action(description="Run selected jobs now (pending)", permissions=["change"])
     def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "run_now", self._selected(queryset))
+        self._run(request, "run_now", queryset)
 
     def change_view(
         self,
@@ -471,7 +452,11 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         def button(key: str) -> Callable[..., HttpResponse]:
             def view(request: HttpRequest, object_id: str) -> HttpResponse:
                 return self.object_button_view(
-                    request, object_id, lambda job: self._run(request, key, [job])
+                    request,
+                    object_id,
+                    lambda job: self._run(
+                        request, key, self.get_queryset(request).filter(pk=job.pk)
+                    ),
                 )
 
             return view

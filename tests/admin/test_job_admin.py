@@ -456,15 +456,37 @@ def test_actions_are_recorded_in_the_history(admin_client):
     assert "Retry (admin action)" in history.content.decode()
 
 
-def test_a_job_that_changed_since_it_was_read_is_reported_as_such():
-    from django_cronqueue.admin.jobs import JOB_ACTIONS, apply_job_action
+def test_a_job_that_changed_since_it_was_read_is_reported_as_such(admin_client, monkeypatch):
+    from django_cronqueue import bulk
 
-    job = failed_job()
-    stale = Job.objects.get(pk=job.pk)
-    Job.objects.get(pk=job.pk).retry()  # someone else, meanwhile
-    outcome = apply_job_action(JOB_ACTIONS["retry"], [stale])
-    assert outcome.changed == []
-    assert outcome.skipped == {"changed meanwhile (now pending)": [job]}
+    claimed, other = JobFactory.create_batch(2)
+    read = bulk._batches
+
+    def read_then_claim(jobs, size):  # a worker claims a job between read and UPDATE
+        for batch in read(jobs, size):
+            Job.objects.filter(pk=claimed.pk).update(status=JobStatus.RUNNING)
+            yield batch
+
+    monkeypatch.setattr(bulk, "_batches", read_then_claim)
+    response = post_action(admin_client, "cancel_jobs", [claimed, other])
+    assert messages_of(response) == ["Cancelled 1 job.", "Skipped 1 job (changed meanwhile)."]
+    assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING
+
+
+def test_an_action_on_many_jobs_writes_one_summary_history_entry(admin_client):
+    from django.contrib.admin.models import LogEntry
+
+    failed = [failed_job() for _ in range(12)]
+    running = JobFactory(status=JobStatus.RUNNING)
+    post_action(admin_client, "retry_jobs", [*failed, running])
+    entry = LogEntry.objects.get()
+    ids = ", ".join(f"#{job.pk}" for job in failed[:10])
+    assert (entry.object_id, entry.object_repr) == (None, "12 jobs")
+    assert entry.change_message == f"Retry (admin action): Retried 12 jobs: {ids} and 2 more."
+    assert entry.content_type.model_class() is Job
+    assert entry.user.username == "admin"
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    assert "12 jobs" in index  # the admin's "Recent actions"
 
 
 def test_the_app_index_links_to_the_dashboard(admin_client):

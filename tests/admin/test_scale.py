@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import observe
+from django_cronqueue import bulk, observe
 from django_cronqueue.models import Job, JobStatus
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
 
@@ -192,6 +192,38 @@ def test_dashboard_query_count_is_constant(admin_client):
     add(200, 1)
     _, large = queries_for(admin_client, DASHBOARD)
     assert len(large) == len(small) <= 12, "\n".join(large)
+
+
+def test_select_all_actions_are_batched_with_one_history_entry(admin_client):
+    """Select all on 3,000 rows: a few queries per batch of 500 (never one per row), no
+    Job object loaded, one history entry, one message with the count."""
+    from django.contrib.admin.models import LogEntry
+
+    def retry_all(n):
+        Job.objects.all().delete()
+        Job.objects.bulk_create(
+            JobFactory.build(status=JobStatus.FAILED, dedupe_key=f"k{i}") for i in range(n)
+        )
+        LogEntry.objects.all().delete()
+        data = {"action": "retry_jobs", "select_across": 1, "index": 0, "_selected_action": [1]}
+        with CaptureQueriesContext(connection) as captured:
+            response = admin_client.post(JOBS + "?status=failed", data)
+        assert response.status_code == 302
+        assert Job.objects.filter(status=JobStatus.PENDING).count() == n
+        assert LogEntry.objects.count() == 1
+        shown = [str(message) for message in admin_client.get(JOBS).context["messages"]]
+        return [query["sql"] for query in captured.captured_queries], shown
+
+    small, _ = retry_all(3)
+    large, messages = retry_all(3000)
+    extra_batches = 3000 // bulk.BATCH_SIZE - 1
+    # per batch: read, dedupe-key check, UPDATE and its savepoint (2); then a last read
+    assert len(large) <= len(small) + extra_batches * 5 + 1, "\n".join(large)
+    entry = LogEntry.objects.get()
+    assert entry.object_repr == "3,000 jobs"
+    assert entry.change_message.startswith("Retry (admin action): Retried 3,000 jobs: #")
+    assert entry.change_message.endswith(" and 2,990 more.")
+    assert messages == [entry.change_message.removeprefix("Retry (admin action): ")]
 
 
 def test_job_detail_query_count(admin_client):

@@ -213,7 +213,7 @@ def test_backfill_says_when_it_hit_the_limit_of_one_call(admin_client):
         response = admin_client.post(
             button_url(row, "backfill"), {"start": "2026-01-01", "end": "2026-01-01"}, follow=True
         )
-    assert "created 1000 occurrences" in messages_of(response)[0]
+    assert "created 1,000 occurrences" in messages_of(response)[0]
     assert "run it again for the rest" in messages_of(response)[0]
     assert Job.objects.count() == 1000
 
