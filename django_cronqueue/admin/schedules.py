@@ -86,17 +86,48 @@ def backfill(
 BUTTONS: list[tuple[Action, Step]] = [(PAUSE, pause), (RESUME, resume), (RUN_NOW, run_now)]
 
 
+#: The days a backfill can cover: 00:00 on the first day and 24:00 on the last must be
+#: instants in every time zone (a zone is less than a day away from UTC), and
+#: ``datetime`` ends with the year 9999.
+FIRST_DAY = dt.date.min + dt.timedelta(days=1)
+LAST_DAY = dt.date.max - dt.timedelta(days=1)
+
+
+def _day_input() -> forms.DateInput:
+    return forms.DateInput(
+        attrs={"type": "date", "min": FIRST_DAY.isoformat(), "max": LAST_DAY.isoformat()}
+    )
+
+
 class BackfillForm(forms.Form):
     start = forms.DateField(
         label="From (first day)",
-        widget=forms.DateInput(attrs={"type": "date"}),
+        widget=_day_input(),
         help_text="From 00:00 on this day, in each schedule's own time zone.",
     )
     end = forms.DateField(
         label="To (last day, included)",
-        widget=forms.DateInput(attrs={"type": "date"}),
+        widget=_day_input(),
         help_text="Up to 24:00 on this day, in each schedule's own time zone.",
     )
+
+    def clean_start(self) -> dt.date:
+        start: dt.date = self.cleaned_data["start"]
+        if start < FIRST_DAY:
+            raise forms.ValidationError(
+                f"The first day can be {FIRST_DAY.isoformat()} at the earliest: 00:00 on an "
+                "earlier day is not a date and time in every time zone."
+            )
+        return start
+
+    def clean_end(self) -> dt.date:
+        end: dt.date = self.cleaned_data["end"]
+        if end > LAST_DAY:
+            raise forms.ValidationError(
+                f"The last day can be {LAST_DAY.isoformat()} at the latest: a backfill runs "
+                "to 24:00 on the last day, which must be a date and time in every time zone."
+            )
+        return end
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
