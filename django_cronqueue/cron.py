@@ -33,10 +33,12 @@ from croniter import CroniterBadDateError, croniter
 
 __all__ = [
     "ALIASES",
+    "ITEMS_PER_WINDOW",
     "SEARCH_SPAN_PER_ITEM",
     "InvalidCronExpression",
     "InvalidTimeZone",
     "is_interval",
+    "iter_occurrences",
     "load_zone",
     "next_occurrences",
     "occurrences",
@@ -57,6 +59,8 @@ ALIASES: dict[str, str] = {
 
 #: ``next_occurrences`` looks at most this far past ``after`` per requested item.
 SEARCH_SPAN_PER_ITEM = timedelta(days=3653)  # ~10 years
+#: ``iter_occurrences`` computes about this many occurrences at a time.
+ITEMS_PER_WINDOW = 256
 
 _FIELDS = (
     ("minute", 0, 59),
@@ -124,6 +128,27 @@ def occurrences(
     if end <= start:
         return []
     return _collect(schedule, tz, start, end)
+
+
+def iter_occurrences(
+    expression: str, zone: ZoneInfo | str, after: datetime, until: datetime
+) -> Iterator[datetime]:
+    """The occurrences of :func:`occurrences`, yielded lazily in order.
+
+    They are computed a window of about ``ITEMS_PER_WINDOW`` occurrences at a time, so a
+    caller that stops early (after the first thousand of a century of minutes, say) has
+    paid for at most one window more than it took.
+    """
+    schedule = _compile(expression)
+    tz = _as_zone(zone)
+    start, end = _as_utc(after, "after"), _as_utc(until, "until")
+    while start < end:
+        window_end = _window_end(schedule, tz, start, ITEMS_PER_WINDOW)
+        if window_end is None:
+            return
+        stop = min(window_end, end)
+        yield from _collect(schedule, tz, start, stop)
+        start = stop
 
 
 def next_occurrences(
@@ -341,7 +366,9 @@ def _wall_times(schedule: _Schedule, after: datetime) -> Iterator[datetime]:
         while True:
             yield wall
             wall = iterator.get_next(datetime)
-    except (CroniterBadDateError, OverflowError):  # no match for decades, or year 9999
+    # No match for decades, or past year 9999 (an OverflowError, or dateutil's
+    # "ValueError: year 10000 is out of range").
+    except (CroniterBadDateError, OverflowError, ValueError):
         return
 
 

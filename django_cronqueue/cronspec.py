@@ -8,7 +8,7 @@ turns occurrences into ``Job`` rows.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -68,6 +68,10 @@ class CronSpec:
 
     def occurrences(self, after: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
         return cron.occurrences(self.expression, self.tz, after, until)
+
+    def iter_occurrences(self, after: dt.datetime, until: dt.datetime) -> Iterator[dt.datetime]:
+        """``occurrences``, computed lazily: for ranges that may hold millions."""
+        return cron.iter_occurrences(self.expression, self.tz, after, until)
 
     def next_runs(self, after: dt.datetime, count: int) -> list[dt.datetime]:
         return cron.next_occurrences(self.expression, self.tz, after, count)

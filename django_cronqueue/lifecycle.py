@@ -339,6 +339,12 @@ def _lease_lost_message(
 
 
 # --- operator actions ---------------------------------------------------------------
+#
+# Each operator transition is one conditional UPDATE, written once below (``retry_rows``,
+# ``cancel_rows``, ``make_rows_due``) and used both for one job (``retry``, ``cancel``,
+# ``run_now``) and for a whole queryset in batches (``django_cronqueue.bulk``).
+
+RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 def retry(job: Job, *, now: dt.datetime | None = None) -> bool:
@@ -348,7 +354,37 @@ def retry(job: Job, *, now: dt.datetime | None = None) -> bool:
     another pending or running job of the same name.
     """
     now = now or timezone.now()
-    changes = {
+    try:
+        updated = retry_rows([job.pk], now)
+    except IntegrityError:
+        return False
+    if updated:
+        _apply(job, {**_retry_changes(now), "active_dedupe_key": job.dedupe_key})
+        wake_workers(database_alias(), [now], now)
+    return bool(updated)
+
+
+def cancel(job: Job, *, reason: str = "", now: dt.datetime | None = None) -> bool:
+    """pending -> cancelled. False when the job is not pending."""
+    now = now or timezone.now()
+    updated = cancel_rows([job.pk], reason, now)
+    if updated:
+        _apply(job, _cancel_changes(reason, now))
+    return bool(updated)
+
+
+def run_now(job: Job, *, now: dt.datetime | None = None) -> bool:
+    """pending -> due now. False when the job is not pending."""
+    now = now or timezone.now()
+    updated = make_rows_due([job.pk], now)
+    if updated:
+        _apply(job, {"run_at": now})
+        wake_workers(database_alias(), [now], now)
+    return bool(updated)
+
+
+def _retry_changes(now: dt.datetime) -> dict[str, Any]:
+    return {
         "status": JobStatus.PENDING,
         "attempts": 0,
         "run_at": now,
@@ -357,47 +393,45 @@ def retry(job: Job, *, now: dt.datetime | None = None) -> bool:
         "locked_until": None,
         "lock_token": None,
         "worker_id": "",
-        "active_dedupe_key": job.dedupe_key,
     }
-    try:
-        with transaction.atomic(using=database_alias()):
-            updated = (
-                _jobs()
-                .filter(id=job.pk, status__in=[JobStatus.FAILED, JobStatus.CANCELLED])
-                .update(**changes)
-            )
-    except IntegrityError:
-        return False
-    if updated:
-        _apply(job, changes)
-        wake_workers(database_alias(), [now], now)
-    return bool(updated)
 
 
-def cancel(job: Job, *, reason: str = "", now: dt.datetime | None = None) -> bool:
-    """pending -> cancelled. False when the job is not pending."""
-    now = now or timezone.now()
-    changes = {
+def retry_rows(ids: list[int], now: dt.datetime) -> int:
+    """The UPDATE of a retry, for the rows ``ids`` that are failed or cancelled: their
+    dedupe key becomes active again. Raises IntegrityError (its savepoint rolled back)
+    when another pending or running job of the same name holds one of those keys."""
+    if not ids:
+        return 0
+    with transaction.atomic(using=database_alias()):
+        return (
+            _jobs()
+            .filter(id__in=ids, status__in=RETRYABLE)
+            .update(**_retry_changes(now), active_dedupe_key=F("dedupe_key"))
+        )
+
+
+def _cancel_changes(reason: str, now: dt.datetime) -> dict[str, Any]:
+    return {
         "status": JobStatus.CANCELLED,
         "finished_at": now,
         "active_dedupe_key": None,
         "last_error": clean_text(reason or "cancelled", MAX_ERROR_CHARS),
     }
-    updated = _jobs().filter(id=job.pk, status=JobStatus.PENDING).update(**changes)
-    if updated:
-        _apply(job, changes)
-    return bool(updated)
 
 
-def run_now(job: Job, *, now: dt.datetime | None = None) -> bool:
-    """pending -> due now. False when the job is not pending."""
-    now = now or timezone.now()
-    changes = {"run_at": now}
-    updated = _jobs().filter(id=job.pk, status=JobStatus.PENDING).update(**changes)
-    if updated:
-        _apply(job, changes)
-        wake_workers(database_alias(), [now], now)
-    return bool(updated)
+def cancel_rows(ids: list[int], reason: str, now: dt.datetime) -> int:
+    """The UPDATE of a cancel, for the rows ``ids`` that are pending."""
+    if not ids:
+        return 0
+    changes = _cancel_changes(reason, now)
+    return _jobs().filter(id__in=ids, status=JobStatus.PENDING).update(**changes)
+
+
+def make_rows_due(ids: list[int], now: dt.datetime) -> int:
+    """The UPDATE of a run-now, for the rows ``ids`` that are pending."""
+    if not ids:
+        return 0
+    return _jobs().filter(id__in=ids, status=JobStatus.PENDING).update(run_at=now)
 
 
 def mark_skipped(job: Job, reason: str, *, now: dt.datetime) -> None:
@@ -414,8 +448,8 @@ def mark_skipped(job: Job, reason: str, *, now: dt.datetime) -> None:
 
 
 def _apply(job: Job, changes: dict[str, Any]) -> None:
-    for field, value in changes.items():
-        setattr(job, field, value)
+    for name, value in changes.items():
+        setattr(job, name, value)
 
 
 def _log_discarded(job: ClaimedJob, what: str) -> None:

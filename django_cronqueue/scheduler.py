@@ -17,6 +17,7 @@ on the database, never on there being a single scheduler:
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 from typing import Any
 
@@ -36,7 +37,11 @@ from .registry import JobDefinition, registry
 logger = logging.getLogger("django_cronqueue")
 
 MAX_BACKFILL = 1000
+#: Backfill looks up existing rows this many occurrences at a time (their instants are
+#: parameters, and SQLite before 3.32 takes at most 999).
+BACKFILL_CHUNK = 500
 ONE_MICROSECOND = dt.timedelta(microseconds=1)
+EARLIEST_UTC = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 
 
 def _schedules() -> QuerySet[CronSchedule]:
@@ -276,25 +281,28 @@ def run_now(schedule: CronSchedule) -> Job:
 
 def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> int:
     """Create the occurrences in ``[start, end)`` that have no row yet, at most 1,000,
-    oldest first. Returns how many it created."""
+    oldest first. Returns how many it created.
+
+    The occurrences are enumerated lazily and the enumeration stops at the cap, so the
+    cost follows what is created (and the rows found to exist already), never the length
+    of the range: ``end`` may be in year 9999.
+    """
     definition = _definition_of(schedule)
-    for label, value in (("start", start), ("end", end)):
-        if not isinstance(value, dt.datetime) or timezone.is_naive(value):
-            raise ValueError(f"backfill() needs an aware datetime for {label}, got {value!r}.")
-    if end <= start:
+    after, until = _cron_bound(start, "start"), _cron_bound(end, "end")
+    if until <= after:
         return 0
     now = timezone.now()
-    instants = _spec(definition).occurrences(start - ONE_MICROSECOND, end - ONE_MICROSECOND)
+    instants = _spec(definition).iter_occurrences(after, until)
     using = database_alias()
     created: list[Job] = []
     with transaction.atomic(using=using):
         # Serializes concurrent backfills of one schedule (a no-op lock on SQLite,
         # where the transaction is exclusive anyway).
         list(_schedules().select_for_update().filter(pk=schedule.pk).values_list("pk"))
-        for offset in range(0, len(instants), MAX_BACKFILL):
-            if len(created) >= MAX_BACKFILL:
+        while len(created) < MAX_BACKFILL:
+            chunk = list(itertools.islice(instants, BACKFILL_CHUNK))
+            if not chunk:
                 break
-            chunk = instants[offset : offset + MAX_BACKFILL]
             existing = set(
                 Job.objects.using(using)
                 .filter(name=definition.name, scheduled_for__in=chunk)
@@ -306,6 +314,24 @@ def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> in
     for job in created:
         signals.send(signals.cron_occurrence_created, definition.name, job=job, schedule=schedule)
     return len(created)
+
+
+def _cron_bound(value: dt.datetime, label: str) -> dt.datetime:
+    """A bound of backfill's ``[start, end)`` as a bound of the cron functions'
+    ``(after, until]``: in UTC, one microsecond earlier. Raises ValueError for a value
+    that is not an aware datetime or has no UTC equivalent."""
+    if not isinstance(value, dt.datetime) or timezone.is_naive(value):
+        raise ValueError(f"backfill() needs an aware datetime for {label}, got {value!r}.")
+    try:
+        utc = value.astimezone(dt.timezone.utc)
+    except OverflowError:
+        fix = "a later start" if label == "start" else "an earlier end"
+        raise ValueError(
+            f"backfill() {label}={value.isoformat()} is out of range: in UTC it falls "
+            f"outside the years 1 to 9999; pass {fix}."
+        ) from None
+    # datetime.min cannot move back, and no occurrence is that early anyway
+    return utc - ONE_MICROSECOND if utc > EARLIEST_UTC else utc
 
 
 def set_paused(schedule: CronSchedule, paused: bool) -> bool:

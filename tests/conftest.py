@@ -12,3 +12,24 @@ def _fresh_housekeeping():
     from django_cronqueue.ticks import Housekeeping
 
     apps.get_app_config("django_cronqueue").housekeeping = Housekeeping()
+
+
+@pytest.fixture
+def bounded_enumeration(monkeypatch):
+    """Counts the wall times croniter is asked for (django_cronqueue.cron), and stops a
+    test that asks for more than 20,000: one that enumerates a whole range of years of
+    minutes instead of the few it needs would otherwise run for minutes or hours."""
+    from django_cronqueue import cron
+
+    computed = []
+    wall_times = cron._wall_times
+
+    def counted(schedule, after):
+        for wall in wall_times(schedule, after):
+            computed.append(wall)
+            if len(computed) > 20_000:
+                raise AssertionError("enumerated the whole range instead of stopping")
+            yield wall
+
+    monkeypatch.setattr(cron, "_wall_times", counted)
+    return computed

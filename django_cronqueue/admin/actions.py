@@ -1,14 +1,22 @@
 """The one way the admin changes state: actions on the list pages and buttons on the
 detail pages, for jobs and cron schedules alike.
 
-An action goes through the library's own methods (``job.retry()``, ``schedule.pause()``,
-...) object by object and records each in an ``Outcome``: changed (with a note when there
-is more to say than the verb), or skipped and why. ``ReadOnlyAdmin.announce`` then tells
-the operator (``messages_of``): one success message for the changed objects, one warning
-per reason for the skipped ones; and writes an admin history entry per changed object
-(``history_of``). The permission (``change``), the
-POST and its CSRF token are checked before an action runs: by Django for list actions,
-by ``ReadOnlyAdmin.object_button_view`` for buttons.
+Job actions are set-based: ``bulk.retry_jobs`` (and ``cancel_jobs``,
+``run_jobs_now``) update the selected rows 500 at a time and count what they
+changed and what they skipped, by reason (``bulk.BulkOutcome``); ``summary_messages``
+turns those counts into one success message and one warning per reason, naming the
+first few ids. ``ReadOnlyAdmin.log_summary`` writes one admin history entry for the
+whole action. "Select all" on a million rows thus loads no Job object and writes one
+history entry.
+
+Schedule actions go through the library's own methods (``schedule.pause()``, ...)
+object by object, a few rows at most, and record each in an ``Outcome``: changed (with a
+note when there is more to say than the verb), or skipped and why. ``ReadOnlyAdmin.announce``
+then tells the operator (``messages_of``) and writes an admin history entry per changed
+object (``history_of``).
+
+The permission (``change``), the POST and its CSRF token are checked before an action
+runs: by Django for list actions, by ``ReadOnlyAdmin.object_button_view`` for buttons.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Generic, TypeVar
 from django.contrib import messages
 from django.db.models import Model
 
+from ..bulk import Tally
 from .renderers import listing, plural
 
 M = TypeVar("M", bound=Model)
@@ -120,3 +129,34 @@ def messages_of(action: Action, noun: Noun[M], outcome: Outcome[M]) -> list[tupl
     if not outcome.changed and not outcome.skipped:
         found.append((f"No {noun.word} was selected.", messages.WARNING))
     return found
+
+
+def summary_messages(
+    action: Action, word: str, changed: Tally, skipped: list[tuple[str, Tally]]
+) -> list[tuple[str, int]]:
+    """One message for what changed, one per reason (with some skipped) for the rest."""
+    found = []
+    if changed.count:
+        found.append((done_message(action, word, changed), messages.SUCCESS))
+    for reason, tally in skipped:
+        if tally.count:
+            found.append(
+                (f"Skipped {plural(tally.count, word)} ({reason}){named(tally)}.", messages.WARNING)
+            )
+    if not found:
+        found.append((f"No {word} was selected.", messages.WARNING))
+    return found
+
+
+def done_message(action: Action, word: str, changed: Tally) -> str:
+    """The success message: ``Retried 1,234 jobs: #1, #2, … #10 and 1,224 more.``"""
+    return f"{action.done(plural(changed.count, word))}{named(changed)}."
+
+
+def named(tally: Tally) -> str:
+    """``: #1, #2 and 40 more`` for a tally with known ids, else nothing."""
+    if not tally.ids:
+        return ""
+    ids = ", ".join(f"#{pk}" for pk in tally.ids)
+    rest = tally.count - len(tally.ids)
+    return f": {ids} and {rest:,} more" if rest else f": {ids}"

@@ -14,8 +14,10 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
 
+from ..bulk import Tally
 from ..conf import database_alias
 from .actions import Action, Noun, Outcome, history_of, messages_of
+from .renderers import plural
 
 M = TypeVar("M", bound=Model)
 
@@ -105,6 +107,31 @@ class ReadOnlyAdmin(_ModelAdmin[M]):
             self.message_user(request, message, level)
         for message, objects in history_of(action, outcome):
             self.log_changes(request, objects, message)
+
+    def log_summary(self, request: HttpRequest, action: Action, changed: Tally, done: str) -> None:
+        """One admin history entry for an action, whatever the number of rows it changed:
+        on the object's own history when it changed one ("Retry (admin action)"), else a
+        summary ("Retry (admin action): Retried 1,234 jobs: #1, … and 1,224 more.")."""
+        from django.contrib.admin.models import CHANGE, LogEntry
+        from django.contrib.contenttypes.models import ContentType
+
+        if not changed.count:
+            return
+        entry = f"{action.label} (admin action)"
+        one = changed.count == 1 and bool(changed.ids)
+        LogEntry.objects.create(
+            # the admin's actions run for a logged-in staff user, whose pk is set
+            user_id=request.user.pk,  # type: ignore[misc]
+            content_type=ContentType.objects.get_for_model(self.model),
+            object_id=str(changed.ids[0]) if one else None,
+            object_repr=(
+                f"{self.opts.verbose_name} #{changed.ids[0]}"
+                if one
+                else plural(changed.count, str(self.opts.verbose_name))
+            ),
+            action_flag=CHANGE,
+            change_message=entry if one else f"{entry}: {done}",
+        )
 
     def log_changes(self, request: HttpRequest, objects: list[M], message: str) -> None:
         """An admin history entry (LogEntry) per changed object, in bulk."""

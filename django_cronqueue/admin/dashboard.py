@@ -1,6 +1,6 @@
 """The queue dashboard: status counts, the outcomes of each hour per job name as
 server-rendered SVG bar charts, queue depth, the oldest due pending job, live workers
-and the next runs of every schedule.
+and the next runs of every schedule (for users who may view schedules).
 
 Every fact comes from the read model (``observe``), read once per page as
 ``DashboardFacts``; this module owns only how they are drawn: the chart geometry (numbers
@@ -48,7 +48,9 @@ class DashboardFacts:
     outcomes: observe.HourlyOutcomes
 
 
-def read_facts(now: dt.datetime) -> DashboardFacts:
+def read_facts(now: dt.datetime, *, schedules: bool = True) -> DashboardFacts:
+    """The facts as of ``now``; the schedules only when ``schedules`` (the user may see
+    them), else none are read."""
     counts, capped = observe.capped_status_counts()
     live, silent = observe.live_workers(now)
     return DashboardFacts(
@@ -60,7 +62,7 @@ def read_facts(now: dt.datetime) -> DashboardFacts:
         live_workers=live,
         silent_workers=silent,
         queues=observe.queue_depths(now),
-        schedules=observe.schedule_overview(now),
+        schedules=observe.schedule_overview(now) if schedules else [],
         outcomes=observe.hourly_outcomes(now),
     )
 
@@ -212,11 +214,13 @@ def chart_svg(chart: Chart, line: NameSeries, ticks: list[dict[str, Any]]) -> Sa
 def dashboard_view(model_admin: ReadOnlyAdmin[Job], request: HttpRequest) -> HttpResponse:
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
-    facts = read_facts(timezone.now())
     site = model_admin.admin_site
-    changelist = reverse("admin:django_cronqueue_job_changelist", current_app=site.name)
+    # Schedules (names, expressions, next runs) are shown only to users who may view
+    # them; the job permission alone does not show them.
     schedule_admin = site._registry.get(CronSchedule)
-    link_schedules = schedule_admin is not None and schedule_admin.has_view_permission(request)
+    show_schedules = schedule_admin is not None and schedule_admin.has_view_permission(request)
+    facts = read_facts(timezone.now(), schedules=show_schedules)
+    changelist = reverse("admin:django_cronqueue_job_changelist", current_app=site.name)
     chart = outcome_chart(facts.outcomes)
     ticks = chart_ticks(chart)
     oldest = facts.oldest_pending
@@ -233,10 +237,8 @@ def dashboard_view(model_admin: ReadOnlyAdmin[Job], request: HttpRequest) -> Htt
         "oldest_age": timesince(oldest.run_at, facts.now, depth=2) if oldest else "",
         "workers": [_worker_item(live, facts.now) for live in facts.live_workers],
         "silent_workers": facts.silent_workers,
-        "schedules": [
-            _schedule_item(row, facts.now, site.name if link_schedules else None)
-            for row in facts.schedules
-        ],
+        "show_schedules": show_schedules,
+        "schedules": [_schedule_item(row, facts.now, site.name) for row in facts.schedules],
         "status_counts": [
             {
                 "status": status,
@@ -266,8 +268,8 @@ def _worker_item(live: observe.LiveWorker, now: dt.datetime) -> dict[str, Any]:
     }
 
 
-def _schedule_item(row: observe.ScheduleRow, now: dt.datetime, site: str | None) -> dict[str, Any]:
-    """A schedule's line; ``site`` names the admin site to link it to (None: no link)."""
+def _schedule_item(row: observe.ScheduleRow, now: dt.datetime, site: str) -> dict[str, Any]:
+    """A schedule's line, linked to its page on the admin site ``site``."""
     schedule = row.schedule
     schedule_zone = zone(schedule.tz)
     return {
@@ -285,7 +287,5 @@ def _schedule_item(row: observe.ScheduleRow, now: dt.datetime, site: str | None)
             "admin:django_cronqueue_cronschedule_change",
             args=[quote(schedule.pk)],
             current_app=site,
-        )
-        if site is not None
-        else "",
+        ),
     }

@@ -19,7 +19,10 @@ from django.utils.functional import cached_property
 from .. import observe
 from ..models import Job, JobStatus
 from ..registry import registry
+from ..validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 
+#: The columns the list filters by exact value, and how long their values can be.
+MAX_LENGTHS = {"name": MAX_NAME_LENGTH, "queue": MAX_QUEUE_LENGTH}
 RECENT_WINDOWS = {"1h": dt.timedelta(hours=1), "24h": dt.timedelta(hours=24)}
 #: The list shows the head of a job's last error: this many characters of its first line.
 ERROR_CHARS = 90
@@ -57,6 +60,15 @@ class FailedRecentlyFilter(admin.SimpleListFilter):
         return queryset.filter(status=JobStatus.FAILED, finished_at__gte=timezone.now() - window)
 
 
+def exactly(queryset: QuerySet[Job], column: str, value: str) -> QuerySet[Job]:
+    """The rows whose ``column`` is ``value``. A value no row can hold matches none without
+    asking the database: one with a NUL (which PostgreSQL refuses even to compare) or one
+    longer than the column."""
+    if "\x00" in value or len(value) > MAX_LENGTHS[column]:
+        return queryset.none()
+    return queryset.filter(**{column: value})
+
+
 class DistinctValueFilter(admin.SimpleListFilter):
     """Choices are the column's distinct values, read by walking its index."""
 
@@ -69,8 +81,9 @@ class DistinctValueFilter(admin.SimpleListFilter):
         return value
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
-        if self.value():
-            return queryset.filter(**{self.column: self.value()})
+        value = self.value()
+        if value:
+            return exactly(queryset, self.column, value)
         return queryset
 
 

@@ -4,8 +4,10 @@ the actions and buttons Retry, Cancel and Run now."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,14 +19,15 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.text import smart_split, unescape_string_literal
 
-from .. import observe
+from .. import bulk, observe
 from ..conf import database_alias
+from ..error_text import MAX_ERROR_CHARS
 from ..models import Job, JobStatus, Worker
 from ..registry import registry
+from ..validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard
-from .actions import Action, Noun, Outcome
+from .actions import Action, done_message, summary_messages
 from .base import ReadOnlyAdmin
 from .filters import (
     ERROR_CHARS,
@@ -34,6 +37,7 @@ from .filters import (
     NameFilter,
     QueueFilter,
     StatusFilter,
+    exactly,
 )
 from .renderers import (
     compact_time,
@@ -47,11 +51,11 @@ from .renderers import (
     status_pill,
     zone,
 )
+from .search import as_id, fits, search, search_words
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
-#: A message lists at most this many job ids ("#1, #2 and 40 more").
-MAX_IDS_IN_MESSAGE = 10
-JOB: Noun[Job] = Noun("job", lambda job: f"#{job.pk}", MAX_IDS_IN_MESSAGE)
+JOB = "job"
+DEDUPE_KEY_TAKEN = "another pending or running job of the same name holds its dedupe key"
 
 
 @dataclass(frozen=True)
@@ -93,49 +97,27 @@ JOB_ACTIONS = {
 }
 
 
-def apply_job_action(action: JobAction, jobs: Iterable[Job], *, reason: str = "") -> Outcome[Job]:
-    """Run one lifecycle method per job; collect what changed and why the rest did not."""
-    outcome: Outcome[Job] = Outcome()
-    lost: list[Job] = []
-    for job in jobs:
-        if job.status not in action.applies_to:
-            outcome.skip(f"{job.status}: {action.applies_text}", job)
-        elif _apply(action, job, reason):
-            outcome.change(job)
-        else:
-            lost.append(job)
-    if lost:  # it was applicable when read: find out what got in the way
-        statuses = dict(
-            observe.jobs().filter(pk__in=[job.pk for job in lost]).values_list("pk", "status")
-        )
-        for job in lost:
-            outcome.skip(_why_refused(action, job, statuses.get(job.pk)), job)
-    return outcome
-
-
-def _apply(action: JobAction, job: Job, reason: str) -> bool:
-    """The job's own lifecycle method: False when the row was no longer as read."""
-    if action.key == "cancel":
-        return job.cancel(reason=reason)
-    changed: bool = getattr(job, action.key)()
-    return changed
-
-
-def _why_refused(action: JobAction, job: Job, status_now: str | None) -> str:
-    if status_now is None:
-        return "deleted meanwhile"
-    if status_now != job.status:
-        return f"changed meanwhile (now {status_now})"
+def perform(action: JobAction, jobs: QuerySet[Job], *, reason: str) -> bulk.BulkOutcome:
+    """The action on every job of ``jobs`` it applies to: set-based, in batches."""
     if action.key == "retry":
-        return "another pending or running job of the same name holds its dedupe key"
-    return "refused by the lifecycle"
+        return bulk.retry_jobs(jobs)
+    if action.key == "cancel":
+        return bulk.cancel_jobs(jobs, reason=reason)
+    return bulk.run_jobs_now(jobs)
 
 
-def search_word(bit: str) -> str:
-    """A word of a search, its quotes removed as Django's admin search does."""
-    if len(bit) >= 2 and bit[0] in "\"'" and bit[0] == bit[-1]:
-        return unescape_string_literal(bit)
-    return bit
+def outcome_messages(action: JobAction, outcome: bulk.BulkOutcome) -> list[tuple[str, int]]:
+    """What changed, then what was skipped, by reason."""
+    skipped = [
+        (f"{status}: {action.applies_text}", outcome.not_applicable[status])
+        for status in JobStatus.values
+        if status in outcome.not_applicable
+    ]
+    skipped += [
+        (DEDUPE_KEY_TAKEN, outcome.dedupe_key_taken),
+        ("changed meanwhile", outcome.changed_meanwhile),
+    ]
+    return summary_messages(action, JOB, outcome.changed, skipped)
 
 
 class JobAdmin(ReadOnlyAdmin[Job]):
@@ -346,25 +328,30 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         and scan every row for each field; here only the error text is scanned, and
         unless the list is filtered by status, only among jobs that did not succeed
         (found through the status index), so a search stays fast on millions of rows."""
-        words = [search_word(bit) for bit in smart_split(search_term)]
-        words = [word for word in words if word]
-        if not words:
+        if not search_words(search_term):
             return queryset, False
         names = observe.distinct_values("name")
         status_filtered = bool(request.GET.get("status") or request.GET.get("failed"))
-        for word in words:
+
+        def match(word: str) -> Q | None:
+            conditions = []
+            job_id = as_id(word)
+            if job_id is not None:
+                conditions.append(Q(pk=job_id))
+            if fits(word, MAX_DEDUPE_KEY_LENGTH):
+                conditions.append(Q(dedupe_key=word))
             lowered = word.lower()
-            match = Q(dedupe_key=word)
-            if word.isdigit() and len(word) < 19:
-                match |= Q(pk=int(word))
             matching_names = [name for name in names if lowered in name.lower()]
             if matching_names:
-                match |= Q(name__in=matching_names)
-            error = Q(last_error__icontains=word)
-            if not status_filtered:
-                error &= Q(status__in=UNSUCCESSFUL)
-            queryset = queryset.filter(match | error)
-        return queryset, False
+                conditions.append(Q(name__in=matching_names))
+            if fits(word, MAX_ERROR_CHARS):
+                error = Q(last_error__icontains=word)
+                if not status_filtered:
+                    error &= Q(status__in=UNSUCCESSFUL)
+                conditions.append(error)
+            return reduce(operator.or_, conditions) if conditions else None
+
+        return search(request, queryset, search_term, match), False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList
@@ -382,7 +369,9 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         if not self.has_view_permission(request):
             return {}
         keep = {key: request.GET[key] for key in ("name", "queue") if request.GET.get(key)}
-        queryset = self.get_queryset(request).filter(**keep)
+        queryset = self.get_queryset(request)
+        for column, value in keep.items():
+            queryset = exactly(queryset, column, value)
         counts, capped = observe.capped_status_counts(queryset)
         current = request.GET.get("status", "")
         links = [
@@ -407,32 +396,29 @@ class JobAdmin(ReadOnlyAdmin[Job]):
 
     # -- actions (list) and buttons (detail)
 
-    def _run(self, request: HttpRequest, key: str, jobs: Iterable[Job]) -> Outcome[Job]:
+    def _run(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> None:
+        """The action on ``jobs``: one message per outcome, one history entry."""
         action = JOB_ACTIONS[key]
-        outcome = apply_job_action(
+        outcome = perform(
             action, jobs, reason=f"cancelled in the admin by {request.user.get_username()}"
         )
-        self.announce(request, action, JOB, outcome)
-        return outcome
-
-    def _selected(self, queryset: QuerySet[Job]) -> Iterable[Job]:
-        return (
-            queryset.order_by("pk")
-            .only("pk", "name", "status", "dedupe_key")
-            .iterator(chunk_size=500)
+        for message, level in outcome_messages(action, outcome):
+            self.message_user(request, message, level)
+        self.log_summary(
+            request, action, outcome.changed, done_message(action, JOB, outcome.changed)
         )
 
     @admin.action(description="Retry selected jobs (failed or cancelled)", permissions=["change"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "retry", self._selected(queryset))
+        self._run(request, "retry", queryset)
 
     @admin.action(description="Cancel selected jobs (pending)", permissions=["change"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "cancel", self._selected(queryset))
+        self._run(request, "cancel", queryset)
 
     @admin.action(description="Run selected jobs now (pending)", permissions=["change"])
     def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "run_now", self._selected(queryset))
+        self._run(request, "run_now", queryset)
 
     def change_view(
         self,
@@ -466,7 +452,11 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         def button(key: str) -> Callable[..., HttpResponse]:
             def view(request: HttpRequest, object_id: str) -> HttpResponse:
                 return self.object_button_view(
-                    request, object_id, lambda job: self._run(request, key, [job])
+                    request,
+                    object_id,
+                    lambda job: self._run(
+                        request, key, self.get_queryset(request).filter(pk=job.pk)
+                    ),
                 )
 
             return view

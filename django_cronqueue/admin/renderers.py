@@ -115,7 +115,8 @@ def count_text(n: int, more: bool = False) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """``1 job``, ``1,234 jobs``."""
+    return f"{n} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def listing(items: Iterable[str], at_most: int | None = None) -> str:

@@ -12,7 +12,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -22,9 +22,11 @@ from django.utils.html import format_html, format_html_join
 from .. import observe
 from ..exceptions import UnknownJob
 from ..models import CronSchedule
+from ..validation import MAX_NAME_LENGTH
 from .actions import Action, Noun, Outcome, each
 from .base import ReadOnlyAdmin
 from .renderers import local_time, plural, pretty_json, status_pill, warning_badge, zone
+from .search import fits, search
 
 NOT_DEFINED = "no code in this process defines it"
 #: One call of ``CronSchedule.backfill`` creates at most this many occurrences.
@@ -84,17 +86,48 @@ def backfill(
 BUTTONS: list[tuple[Action, Step]] = [(PAUSE, pause), (RESUME, resume), (RUN_NOW, run_now)]
 
 
+#: The days a backfill can cover: 00:00 on the first day and 24:00 on the last must be
+#: instants in every time zone (a zone is less than a day away from UTC), and
+#: ``datetime`` ends with the year 9999.
+FIRST_DAY = dt.date.min + dt.timedelta(days=1)
+LAST_DAY = dt.date.max - dt.timedelta(days=1)
+
+
+def _day_input() -> forms.DateInput:
+    return forms.DateInput(
+        attrs={"type": "date", "min": FIRST_DAY.isoformat(), "max": LAST_DAY.isoformat()}
+    )
+
+
 class BackfillForm(forms.Form):
     start = forms.DateField(
         label="From (first day)",
-        widget=forms.DateInput(attrs={"type": "date"}),
+        widget=_day_input(),
         help_text="From 00:00 on this day, in each schedule's own time zone.",
     )
     end = forms.DateField(
         label="To (last day, included)",
-        widget=forms.DateInput(attrs={"type": "date"}),
+        widget=_day_input(),
         help_text="Up to 24:00 on this day, in each schedule's own time zone.",
     )
+
+    def clean_start(self) -> dt.date:
+        start: dt.date = self.cleaned_data["start"]
+        if start < FIRST_DAY:
+            raise forms.ValidationError(
+                f"The first day can be {FIRST_DAY.isoformat()} at the earliest: 00:00 on an "
+                "earlier day is not a date and time in every time zone."
+            )
+        return start
+
+    def clean_end(self) -> dt.date:
+        end: dt.date = self.cleaned_data["end"]
+        if end > LAST_DAY:
+            raise forms.ValidationError(
+                f"The last day can be {LAST_DAY.isoformat()} at the latest: a backfill runs "
+                "to 24:00 on the last day, which must be a date and time in every time zone."
+            )
+        return end
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -149,6 +182,16 @@ class CronScheduleAdmin(ReadOnlyAdmin[CronSchedule]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[CronSchedule]:
         return observe.with_last_occurrence(super().get_queryset(request))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[CronSchedule], search_term: str
+    ) -> tuple[QuerySet[CronSchedule], bool]:
+        """Each word must be part of the schedule's name."""
+
+        def match(word: str) -> Q | None:
+            return Q(name__icontains=word) if fits(word, MAX_NAME_LENGTH) else None
+
+        return search(request, queryset, search_term, match), False
 
     @admin.display(description="name", ordering="name")
     def name_display(self, schedule: CronSchedule) -> str:

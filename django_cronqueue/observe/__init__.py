@@ -17,6 +17,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncHour
@@ -137,13 +138,18 @@ def capped_status_counts(
     parts, params = [], []
     for index, status in enumerate(JobStatus.values):
         inner = queryset.filter(status=status).values("pk")[: cap + 1]
-        sql, inner_params = inner.query.get_compiler(using=queryset.db).as_sql()
+        try:
+            sql, inner_params = inner.query.get_compiler(using=queryset.db).as_sql()
+        except EmptyResultSet:  # a filter no row can match (queryset.none(), pk__in=[])
+            continue
         alias = connection.ops.quote_name(f"capped_{index}")
         parts.append(f"SELECT %s, COUNT(*) FROM ({sql}) {alias}")
         params += [status, *inner_params]
-    with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        rows = cursor.fetchall()
+    rows = []
+    if parts:
+        with connection.cursor() as cursor:
+            cursor.execute(" UNION ALL ".join(parts), params)
+            rows = cursor.fetchall()
     counts = dict.fromkeys(JobStatus.values, 0)
     capped = set()
     for status, n in rows:

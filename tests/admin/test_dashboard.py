@@ -8,12 +8,14 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from django_cronqueue import observe, scheduler
 from django_cronqueue.admin import dashboard
-from django_cronqueue.models import JobStatus
+from django_cronqueue.models import CronSchedule, JobStatus
 from tests.admin.conftest import staff_client
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
 
@@ -121,13 +123,32 @@ def test_svg_numbers_are_not_localized(admin_client, settings):
     assert not re.search(r'="-?\d+,\d+"', svg)
 
 
-def test_viewer_without_schedule_permission_sees_schedule_names_without_links(db):
-    CronScheduleFactory(name="tests.some_schedule")
+def test_a_user_who_may_view_only_jobs_sees_no_schedule(db):
+    """Schedule names and expressions are shown only with ``view_cronschedule``: the
+    dashboard reads none for a user who may only view jobs."""
+    CronScheduleFactory(name="tests.secret_schedule", expression="17 4 * * *")
+    JobFactory(name="testapp.record")
     client = staff_client("job-viewer", ["view_job"])
-    response = client.get(URL)
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(URL)
     assert response.status_code == 200
-    assert "tests.some_schedule" in response.content.decode()
-    assert all(item["url"] == "" for item in response.context["schedules"])
+    html = response.content.decode()
+    assert "tests.secret_schedule" not in html
+    assert "17 4 * * *" not in html
+    assert "Cron schedules: next runs" not in html
+    assert response.context["schedules"] == []
+    assert response.context["facts"].schedules == []
+    table = CronSchedule._meta.db_table
+    assert not [query["sql"] for query in captured.captured_queries if table in query["sql"]]
+
+
+def test_a_user_who_may_view_schedules_sees_them_linked(db):
+    row = CronScheduleFactory(name="tests.visible_schedule", expression="17 4 * * *")
+    client = staff_client("schedule-viewer", ["view_job", "view_cronschedule"])
+    html = client.get(URL).content.decode()
+    url = reverse("admin:django_cronqueue_cronschedule_change", args=[row.pk])
+    assert f'<a href="{url}">tests.visible_schedule</a>' in html
+    assert "17 4 * * *" in html
 
 
 def test_the_status_command_and_the_dashboard_show_the_same_facts(

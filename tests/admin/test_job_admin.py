@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_cronqueue import jobs, scheduler
+from django_cronqueue.admin.search import MAX_SEARCH_WORDS
 from django_cronqueue.models import Job, JobStatus
 from tests.admin.conftest import messages_of
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
@@ -146,6 +147,59 @@ def test_search_by_a_non_number_does_not_break_the_id_lookup(admin_client):
     response = admin_client.get(changelist(q="not-a-number"))
     assert response.status_code == 200
     assert listed_ids(response) == []
+
+
+@pytest.mark.parametrize("term", ["²", "³1", "Ⅻ", "9" * 19, "9" * 40])
+def test_search_by_digits_that_are_no_id_finds_nothing(admin_client, term):
+    """``"²".isdigit()`` is true but ``int("²")`` raises; 19 nines overflow a 64-bit id."""
+    JobFactory.create_batch(3)
+    response = admin_client.get(reverse(CHANGELIST), {"q": term})
+    assert response.status_code == 200
+    assert listed_ids(response) == []
+
+
+@pytest.mark.parametrize("zero", ["\u0660", "\u0966", "\uff10", "\U0001d7d8"])
+def test_digits_of_other_scripts_are_not_an_id(admin_client, zero):
+    """Arabic-Indic, Devanagari, fullwidth or mathematical digits are text, not a job id
+    (``int()`` would read them as one)."""
+    job = JobFactory()
+    term = "".join(chr(ord(zero) + int(digit)) for digit in str(job.pk))
+    assert int(term) == job.pk
+    response = admin_client.get(reverse(CHANGELIST), {"q": term})
+    assert response.status_code == 200
+    assert listed_ids(response) == []
+    assert listed_ids(admin_client.get(reverse(CHANGELIST), {"q": str(job.pk)})) == [job.pk]
+
+
+def test_a_word_longer_than_any_column_finds_nothing(admin_client):
+    failed_job(last_error="x" * 1000)
+    response = admin_client.get(reverse(CHANGELIST), {"q": "x" * 60_000})
+    assert response.status_code == 200
+    assert listed_ids(response) == []
+
+
+def test_a_search_of_too_many_words_is_refused_with_a_message(admin_client):
+    JobFactory.create_batch(2)
+    words = " ".join(f"w{n}" for n in range(MAX_SEARCH_WORDS + 1))
+    response = admin_client.get(reverse(CHANGELIST), {"q": words})
+    assert response.status_code == 200
+    assert listed_ids(response) == []
+    assert messages_of(response) == [
+        f"A search can have at most {MAX_SEARCH_WORDS} different words; this one has "
+        f"{MAX_SEARCH_WORDS + 1}. Search for fewer words."
+    ]
+    repeated = admin_client.get(reverse(CHANGELIST), {"q": "² " * 5000})  # one word
+    assert (repeated.status_code, messages_of(repeated)) == (200, [])
+
+
+@pytest.mark.parametrize("parameter", ["name", "queue"])
+@pytest.mark.parametrize("value", ["a\x00b", "n" * 300])
+def test_a_filter_value_no_row_can_hold_lists_nothing(admin_client, parameter, value):
+    JobFactory()
+    response = admin_client.get(reverse(CHANGELIST), {parameter: value})
+    assert response.status_code == 200
+    assert listed_ids(response) == []
+    assert response.context["cq_total"] == 0
 
 
 def test_jobs_no_code_defines_are_flagged(admin_client):
@@ -402,15 +456,37 @@ def test_actions_are_recorded_in_the_history(admin_client):
     assert "Retry (admin action)" in history.content.decode()
 
 
-def test_a_job_that_changed_since_it_was_read_is_reported_as_such():
-    from django_cronqueue.admin.jobs import JOB_ACTIONS, apply_job_action
+def test_a_job_that_changed_since_it_was_read_is_reported_as_such(admin_client, monkeypatch):
+    from django_cronqueue import bulk
 
-    job = failed_job()
-    stale = Job.objects.get(pk=job.pk)
-    Job.objects.get(pk=job.pk).retry()  # someone else, meanwhile
-    outcome = apply_job_action(JOB_ACTIONS["retry"], [stale])
-    assert outcome.changed == []
-    assert outcome.skipped == {"changed meanwhile (now pending)": [job]}
+    claimed, other = JobFactory.create_batch(2)
+    read = bulk._batches
+
+    def read_then_claim(jobs, size):  # a worker claims a job between read and UPDATE
+        for batch in read(jobs, size):
+            Job.objects.filter(pk=claimed.pk).update(status=JobStatus.RUNNING)
+            yield batch
+
+    monkeypatch.setattr(bulk, "_batches", read_then_claim)
+    response = post_action(admin_client, "cancel_jobs", [claimed, other])
+    assert messages_of(response) == ["Cancelled 1 job.", "Skipped 1 job (changed meanwhile)."]
+    assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING
+
+
+def test_an_action_on_many_jobs_writes_one_summary_history_entry(admin_client):
+    from django.contrib.admin.models import LogEntry
+
+    failed = [failed_job() for _ in range(12)]
+    running = JobFactory(status=JobStatus.RUNNING)
+    post_action(admin_client, "retry_jobs", [*failed, running])
+    entry = LogEntry.objects.get()
+    ids = ", ".join(f"#{job.pk}" for job in failed[:10])
+    assert (entry.object_id, entry.object_repr) == (None, "12 jobs")
+    assert entry.change_message == f"Retry (admin action): Retried 12 jobs: {ids} and 2 more."
+    assert entry.content_type.model_class() is Job
+    assert entry.user.username == "admin"
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    assert "12 jobs" in index  # the admin's "Recent actions"
 
 
 def test_the_app_index_links_to_the_dashboard(admin_client):

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import observe
+from django_cronqueue import bulk, observe
 from django_cronqueue.models import Job, JobStatus
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
 
@@ -74,6 +74,15 @@ def test_status_counts_are_one_query(admin_client):
     assert counts == observe.status_counts()
     _, queries = queries_for(admin_client, JOBS)
     assert len([sql for sql in queries if "capped_0" in sql]) == 1
+
+
+def test_status_counts_of_a_filter_no_row_can_match_are_zero(db):
+    mixed_jobs(5)
+    zero = dict.fromkeys(JobStatus.values, 0)
+    with CaptureQueriesContext(connection) as captured:
+        assert observe.capped_status_counts(Job.objects.none()) == (zero, set())
+        assert observe.capped_status_counts(Job.objects.filter(pk__in=[])) == (zero, set())
+    assert len(captured) == 0
 
 
 def test_status_counts_stop_at_the_cap(admin_client, monkeypatch):
@@ -183,6 +192,38 @@ def test_dashboard_query_count_is_constant(admin_client):
     add(200, 1)
     _, large = queries_for(admin_client, DASHBOARD)
     assert len(large) == len(small) <= 12, "\n".join(large)
+
+
+def test_select_all_actions_are_batched_with_one_history_entry(admin_client):
+    """Select all on 3,000 rows: a few queries per batch of 500 (never one per row), no
+    Job object loaded, one history entry, one message with the count."""
+    from django.contrib.admin.models import LogEntry
+
+    def retry_all(n):
+        Job.objects.all().delete()
+        Job.objects.bulk_create(
+            JobFactory.build(status=JobStatus.FAILED, dedupe_key=f"k{i}") for i in range(n)
+        )
+        LogEntry.objects.all().delete()
+        data = {"action": "retry_jobs", "select_across": 1, "index": 0, "_selected_action": [1]}
+        with CaptureQueriesContext(connection) as captured:
+            response = admin_client.post(JOBS + "?status=failed", data)
+        assert response.status_code == 302
+        assert Job.objects.filter(status=JobStatus.PENDING).count() == n
+        assert LogEntry.objects.count() == 1
+        shown = [str(message) for message in admin_client.get(JOBS).context["messages"]]
+        return [query["sql"] for query in captured.captured_queries], shown
+
+    small, _ = retry_all(3)
+    large, messages = retry_all(3000)
+    extra_batches = 3000 // bulk.BATCH_SIZE - 1
+    # per batch: read, dedupe-key check, UPDATE and its savepoint (2); then a last read
+    assert len(large) <= len(small) + extra_batches * 5 + 1, "\n".join(large)
+    entry = LogEntry.objects.get()
+    assert entry.object_repr == "3,000 jobs"
+    assert entry.change_message.startswith("Retry (admin action): Retried 3,000 jobs: #")
+    assert entry.change_message.endswith(" and 2,990 more.")
+    assert messages == [entry.change_message.removeprefix("Retry (admin action): ")]
 
 
 def test_job_detail_query_count(admin_client):

@@ -213,7 +213,7 @@ def test_backfill_says_when_it_hit_the_limit_of_one_call(admin_client):
         response = admin_client.post(
             button_url(row, "backfill"), {"start": "2026-01-01", "end": "2026-01-01"}, follow=True
         )
-    assert "created 1000 occurrences" in messages_of(response)[0]
+    assert "created 1,000 occurrences" in messages_of(response)[0]
     assert "run it again for the rest" in messages_of(response)[0]
     assert Job.objects.count() == 1000
 
@@ -235,3 +235,63 @@ def test_actions_are_recorded_in_the_history(admin_client, schedules):
         reverse("admin:django_cronqueue_cronschedule_history", args=[nightly.pk])
     )
     assert "Pause (admin action)" in history.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("term", "found"),
+    [("nightly", ["tests.nightly"]), ("tests. quarterly", ["tests.quarterly"]), ("x" * 60_000, [])],
+)
+def test_search_by_name(admin_client, schedules, term, found):
+    """A word longer than any name finds nothing without asking the database (SQLite
+    refuses a LIKE pattern of over 50,000 bytes)."""
+    response = admin_client.get(CHANGELIST, {"q": term})
+    assert response.status_code == 200
+    assert [row.name for row in response.context["cl"].result_list] == found
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "error"),
+    [
+        (
+            "2026-01-01",
+            "9999-12-31",
+            "The last day can be 9999-12-30 at the latest: a backfill runs to 24:00 on the "
+            "last day, which must be a date and time in every time zone.",
+        ),
+        (
+            "0001-01-01",
+            "2026-01-01",
+            "The first day can be 0001-01-02 at the earliest: 00:00 on an earlier day is not a "
+            "date and time in every time zone.",
+        ),
+    ],
+)
+def test_backfill_refuses_days_it_cannot_serve(admin_client, schedules, start, end, error):
+    nightly = schedules["tests.nightly"]
+    response = admin_client.post(button_url(nightly, "backfill"), {"start": start, "end": end})
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    response = post_action(
+        admin_client, "backfill_schedules", [nightly], start=start, end=end, apply="Backfill"
+    )
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    assert Job.objects.count() == 0
+
+
+def test_backfill_up_to_the_last_day_stops_at_the_limit(admin_client, bounded_enumeration):
+    """Up to 9999-12-30 of a schedule that runs every minute: the first 1,000 occurrences,
+    without computing the others (eight thousand years of minutes)."""
+    with schedule("* * * * *", name="tests.every_minute", tz="America/New_York"):
+        scheduler.sync_schedules(timezone.now())
+        row = CronSchedule.objects.get(name="tests.every_minute")
+        response = admin_client.post(
+            button_url(row, "backfill"), {"start": "2026-01-01", "end": "9999-12-30"}, follow=True
+        )
+    [message] = messages_of(response)
+    assert "created 1,000 occurrences from Thu 2026-01-01 00:00 EST to Fri 9999-12-31 00:00" in (
+        message
+    )
+    assert "run it again for the rest" in message
+    assert Job.objects.count() == 1000
+    assert len(bounded_enumeration) <= 2000

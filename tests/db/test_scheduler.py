@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 from io import StringIO
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.apps import apps
@@ -13,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django_cronqueue import jobs
 from django_cronqueue.models import CronSchedule, Job
 from django_cronqueue.registry import registry
+from django_cronqueue.scheduler import BACKFILL_CHUNK
 from django_cronqueue.ticks import Housekeeping
 from tests.cron_helpers import RUNS, UTC, local, minutes, schedule
 
@@ -215,6 +217,82 @@ def test_backfill_creates_at_most_1000_per_call():
         assert row.backfill(start, start + dt.timedelta(minutes=1500)) == 1000
         assert row.backfill(start, start + dt.timedelta(minutes=1500)) == 500
         assert len(occurrences()) == 1500
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        utc(2126, 1, 1),  # a century of minutes: 52 million occurrences
+        dt.datetime(9999, 12, 31, 23, 59, tzinfo=UTC),
+        dt.datetime.max.replace(tzinfo=UTC),
+    ],
+)
+def test_backfill_stops_enumerating_at_the_cap(bounded_enumeration, end):
+    with schedule("* * * * *", tz="UTC"):
+        materialize(utc(2026, 6, 10))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        assert row.backfill(utc(2026, 1, 1), end) == 1000
+        assert len(bounded_enumeration) <= 1000 + 2 * BACKFILL_CHUNK
+        assert occurrences() == [utc(2026, 1, 1) + n * dt.timedelta(minutes=1) for n in range(1000)]
+
+
+def test_backfill_past_existing_rows_reads_them_a_chunk_at_a_time(bounded_enumeration):
+    with schedule("* * * * *", tz="UTC"):
+        materialize(utc(2026, 6, 10))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        start = utc(2026, 1, 1)
+        assert row.backfill(start, utc(2126, 1, 1)) == 1000
+        del bounded_enumeration[:]
+        with CaptureQueriesContext(connection) as captured:
+            assert row.backfill(start, utc(2126, 1, 1)) == 1000
+        assert len(bounded_enumeration) <= 2000 + 2 * BACKFILL_CHUNK
+        # a lookup per chunk walked (4), and create_occurrences' own for the 2 it filled
+        lookups = [q for q in captured if q["sql"].startswith('SELECT "django_cronqueue_job"')]
+        assert len(lookups) <= 2000 // BACKFILL_CHUNK + 1000 // BACKFILL_CHUNK
+        assert len(occurrences()) == 2000
+
+
+def test_backfill_of_the_last_years_before_10000():
+    with schedule("@yearly", tz="Pacific/Kiritimati"):  # UTC+14
+        materialize(utc(2026, 6, 10))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        assert row.backfill(utc(9990, 1, 1), dt.datetime.max.replace(tzinfo=UTC)) == 9
+        assert occurrences()[-1] == dt.datetime(9999, 1, 1, tzinfo=ZoneInfo("Pacific/Kiritimati"))
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "problem"),
+    [
+        (
+            utc(2026, 1, 1),
+            dt.datetime(9999, 12, 31, 23, tzinfo=ZoneInfo("Etc/GMT+12")),  # UTC-12
+            "backfill\\(\\) end=9999-12-31T23:00:00-12:00 is out of range: in UTC it falls outside "
+            "the years 1 to 9999; pass an earlier end.",
+        ),
+        (
+            dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=14))),
+            utc(2026, 1, 1),
+            "backfill\\(\\) start=0001-01-01T00:00:00\\+14:00 is out of range",
+        ),
+        (dt.datetime(2026, 1, 1), utc(2026, 1, 2), "needs an aware datetime for start"),
+    ],
+)
+def test_backfill_refuses_a_bound_with_no_utc_equivalent(bounded_enumeration, start, end, problem):
+    with schedule("* * * * *", tz="UTC"):
+        materialize(utc(2026, 6, 10))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        with pytest.raises(ValueError, match=problem):
+            row.backfill(start, end)
+        assert occurrences() == []
+
+
+def test_backfill_from_the_first_instant_python_knows():
+    with schedule("@yearly", tz="UTC"):
+        materialize(utc(2026, 6, 10))
+        row = CronSchedule.objects.get(name="tests.schedule")
+        first = dt.datetime.min.replace(tzinfo=UTC)
+        assert row.backfill(first, utc(5, 1, 1)) == 3  # years 2, 3 and 4
+        assert occurrences() == [utc(year, 1, 1) for year in (2, 3, 4)]
 
 
 def test_overlap_skip_cancels_an_occurrence_while_the_previous_is_pending():

@@ -8,10 +8,12 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import itertools
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
+from unittest import mock
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -276,6 +278,43 @@ def test_next_occurrences_agree_with_occurrences(spec: Spec, window: Window, cou
     else:
         assert upcoming[: len(known)] == known
         assert all(t > window.until for t in upcoming[len(known) :])
+
+
+@settings(PROPERTY_SETTINGS, max_examples=75)
+@given(specs(), windows(), st.sampled_from((1, 2, 7, 256)))
+def test_iter_occurrences_yields_the_occurrences_window_by_window(
+    spec: Spec, window: Window, per_window: int
+) -> None:
+    with mock.patch.object(cron, "ITEMS_PER_WINDOW", per_window):
+        lazy = list(cron.iter_occurrences(spec.expression, window.zone, window.after, window.until))
+    assert lazy == cron.occurrences(spec.expression, window.zone, window.after, window.until)
+
+
+@pytest.mark.parametrize("zone", ["UTC", NEW_YORK, LORD_HOWE])
+def test_iter_occurrences_computes_about_what_is_taken(
+    bounded_enumeration: list[datetime], zone: str
+) -> None:
+    """Taking 1,001 occurrences of a century of minutes computes at most one window more
+    than that, never the century (52 million)."""
+    century = cron.iter_occurrences("* * * * *", zone, utc(2026, 1, 1), utc(2126, 1, 1))
+    taken = list(itertools.islice(century, 1001))
+    assert taken == [utc(2026, 1, 1) + n * MINUTE for n in range(1, 1002)]
+    assert len(bounded_enumeration) <= 1001 + 2 * cron.ITEMS_PER_WINDOW + 120
+
+
+def test_iter_occurrences_of_an_impossible_or_empty_range_yields_nothing() -> None:
+    assert list(cron.iter_occurrences("0 0 30 2 *", "UTC", utc(2026, 1, 1), utc(2126, 1, 1))) == []
+    assert list(cron.iter_occurrences("* * * * *", "UTC", utc(2026, 1, 2), utc(2026, 1, 1))) == []
+
+
+def test_the_last_occurrences_before_year_10000() -> None:
+    """croniter (through dateutil) raises ValueError past year 9999: the occurrences just
+    end there."""
+    end = datetime.max.replace(tzinfo=UTC)
+    last = [utc(year, 1, 1) for year in range(9991, 10000)]
+    assert list(cron.iter_occurrences("@yearly", "UTC", utc(9990, 1, 1), end)) == last
+    assert cron.occurrences("@yearly", "UTC", utc(9990, 1, 1), end) == last
+    assert cron.next_occurrences("@yearly", "UTC", utc(9998, 6, 1), 5) == [utc(9999, 1, 1)]
 
 
 # --- Exact DST cases ---------------------------------------------------------------------

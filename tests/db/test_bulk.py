@@ -1,0 +1,153 @@
+"""django_cronqueue.bulk: the operator actions on a whole queryset, in batches: what they
+change, what they skip and why, and what they cost."""
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from django_cronqueue import bulk
+from django_cronqueue.models import Job
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def statuses(rows):
+    return dict(Job.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", "status"))
+
+
+def test_retry_jobs_retries_the_failed_and_cancelled_jobs_and_counts_the_rest():
+    past = timezone.now() - dt.timedelta(hours=1)
+    failed = JobFactory.create_batch(
+        3, status="failed", attempts=4, finished_at=past, dedupe_key="f", worker_id="w"
+    )
+    Job.objects.filter(pk__in=[failed[1].pk, failed[2].pk]).update(dedupe_key=None)
+    cancelled = JobFactory(status="cancelled", finished_at=past)
+    running = JobFactory(status="running")
+    succeeded = JobFactory.create_batch(2, status="succeeded")
+    now = timezone.now()
+    outcome = bulk.retry_jobs(Job.objects.all(), now=now, batch_size=2)
+    retried = [*failed, cancelled]
+    assert outcome.changed == bulk.Tally(4, sorted(job.pk for job in retried))
+    assert outcome.not_applicable == {
+        "running": bulk.Tally(1, [running.pk]),
+        "succeeded": bulk.Tally(2, [job.pk for job in succeeded]),
+    }
+    assert outcome.dedupe_key_taken.count == outcome.changed_meanwhile.count == 0
+    rows = Job.objects.filter(pk__in=[job.pk for job in retried]).values_list(
+        "status", "attempts", "run_at", "finished_at", "worker_id"
+    )
+    assert set(rows) == {("pending", 0, now, None, "")}
+    assert Job.objects.get(pk=failed[0].pk).active_dedupe_key == "f"
+    assert statuses([running, *succeeded]) == {
+        running.pk: "running",
+        **{job.pk: "succeeded" for job in succeeded},
+    }
+
+
+@pytest.mark.parametrize("batch_size", [1, 1000])
+def test_retry_jobs_leaves_the_jobs_whose_dedupe_key_is_taken(batch_size):
+    holder = JobFactory(dedupe_key="held", active_dedupe_key="held")
+    blocked = JobFactory(status="failed", dedupe_key="held")
+    first, second = JobFactory.create_batch(2, status="cancelled", dedupe_key="twice")
+    other_name = JobFactory(name="testapp.noop", status="failed", dedupe_key="held")
+    outcome = bulk.retry_jobs(Job.objects.exclude(pk=holder.pk), batch_size=batch_size)
+    assert outcome.changed == bulk.Tally(2, [first.pk, other_name.pk])
+    assert outcome.dedupe_key_taken == bulk.Tally(2, [blocked.pk, second.pk])
+    assert statuses([blocked, first, second, other_name]) == {
+        blocked.pk: "failed",
+        first.pk: "pending",
+        second.pk: "cancelled",
+        other_name.pk: "pending",
+    }
+
+
+def test_retry_jobs_goes_row_by_row_when_a_key_is_taken_after_it_was_checked(monkeypatch):
+    keyed = JobFactory(status="failed", dedupe_key="k")
+    plain = JobFactory(status="failed")
+    checked = bulk._split_by_dedupe_key
+
+    def check_then_race(rows):
+        result = checked(rows)
+        JobFactory(dedupe_key="k", active_dedupe_key="k")  # enqueued meanwhile
+        return result
+
+    monkeypatch.setattr(bulk, "_split_by_dedupe_key", check_then_race)
+    outcome = bulk.retry_jobs(Job.objects.filter(pk__in=[keyed.pk, plain.pk]))
+    assert outcome.changed == bulk.Tally(1, [plain.pk])
+    assert outcome.dedupe_key_taken == bulk.Tally(1, [keyed.pk])
+    assert statuses([keyed, plain]) == {keyed.pk: "failed", plain.pk: "pending"}
+
+
+def test_cancel_jobs_cancels_the_pending_jobs_with_the_reason():
+    pending = JobFactory.create_batch(3, dedupe_key=None)
+    keyed = JobFactory(dedupe_key="d", active_dedupe_key="d")
+    running = JobFactory(status="running")
+    now = timezone.now()
+    outcome = bulk.cancel_jobs(Job.objects.all(), reason="bad\x00 batch", now=now)
+    assert outcome.changed.count == 4
+    assert outcome.not_applicable == {"running": bulk.Tally(1, [running.pk])}
+    rows = Job.objects.filter(pk__in=[job.pk for job in [*pending, keyed]]).values_list(
+        "status", "finished_at", "last_error", "active_dedupe_key"
+    )
+    assert set(rows) == {("cancelled", now, "bad\\x00 batch", None)}
+
+
+def test_run_jobs_now_makes_the_pending_jobs_due():
+    later = timezone.now() + dt.timedelta(days=1)
+    pending = JobFactory.create_batch(3, run_at=later)
+    failed = JobFactory(status="failed", run_at=later)
+    now = timezone.now()
+    outcome = bulk.run_jobs_now(Job.objects.all(), now=now, batch_size=2)
+    assert outcome.changed == bulk.Tally(3, [job.pk for job in pending])
+    assert outcome.not_applicable == {"failed": bulk.Tally(1, [failed.pk])}
+    assert set(Job.objects.filter(status="pending").values_list("run_at", flat=True)) == {now}
+    assert Job.objects.get(pk=failed.pk).run_at == later
+
+
+def test_a_job_that_changed_after_it_was_read_is_counted_as_such(monkeypatch):
+    """Between reading a batch and its UPDATE a worker claims a job: the UPDATE, guarded
+    by status, leaves it alone, and the outcome counts it."""
+    claimed, other = JobFactory.create_batch(2)
+    read = bulk._batches
+
+    def read_then_claim(jobs, size):
+        for batch in read(jobs, size):
+            Job.objects.filter(pk=claimed.pk).update(status="running")
+            yield batch
+
+    monkeypatch.setattr(bulk, "_batches", read_then_claim)
+    outcome = bulk.cancel_jobs(Job.objects.all())
+    assert (outcome.changed.count, outcome.changed_meanwhile.count) == (1, 1)
+    assert statuses([claimed, other]) == {claimed.pk: "running", other.pk: "cancelled"}
+
+
+def test_a_batch_size_below_one_is_refused():
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        bulk.retry_jobs(Job.objects.all(), batch_size=0)
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "keyed"),
+    [
+        (bulk.retry_jobs, "failed", False),
+        (bulk.retry_jobs, "cancelled", True),
+        (bulk.cancel_jobs, "pending", False),
+        (bulk.run_jobs_now, "pending", False),
+    ],
+)
+def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
+    """3,000 rows: six batches of 500, each a read, a dedupe-key check (retry of keyed
+    rows), the UPDATE and its transaction (retry), then one read that finds no more and
+    a NOTIFY (PostgreSQL): never a query per row."""
+    Job.objects.bulk_create(
+        JobFactory.build(status=status, dedupe_key=f"k{n}" if keyed else None) for n in range(3000)
+    )
+    with CaptureQueriesContext(connection) as captured:
+        outcome = action(Job.objects.all())
+    assert outcome.changed.count == 3000
+    batches = 3000 // bulk.BATCH_SIZE
+    assert len(captured) <= batches * 5 + 2, "\n".join(q["sql"][:120] for q in captured)
