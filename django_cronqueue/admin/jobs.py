@@ -120,6 +120,16 @@ def outcome_messages(action: JobAction, outcome: bulk.BulkOutcome) -> list[tuple
     return summary_messages(action, JOB, outcome.changed, skipped)
 
 
+def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
+    """A detail-page field showing one of the job's instants (``detail_time``)."""
+
+    @admin.display(description=description)
+    def display(model_admin: Any, job: Job) -> str:
+        return detail_time(getattr(job, field))
+
+    return display
+
+
 class JobAdmin(ReadOnlyAdmin[Job]):
     change_list_template = "django_cronqueue/admin/job_change_list.html"
     change_form_template = "django_cronqueue/admin/job_change_form.html"
@@ -248,29 +258,12 @@ class JobAdmin(ReadOnlyAdmin[Job]):
             link,
         )
 
-    @admin.display(description="created")
-    def created(self, job: Job) -> str:
-        return detail_time(job.created_at)
-
-    @admin.display(description="run at")
-    def due(self, job: Job) -> str:
-        return detail_time(job.run_at)
-
-    @admin.display(description="scheduled for")
-    def occurrence(self, job: Job) -> str:
-        return detail_time(job.scheduled_for)
-
-    @admin.display(description="started (last attempt)")
-    def started(self, job: Job) -> str:
-        return detail_time(job.started_at)
-
-    @admin.display(description="finished")
-    def finished(self, job: Job) -> str:
-        return detail_time(job.finished_at)
-
-    @admin.display(description="lease expiry")
-    def lease_expiry(self, job: Job) -> str:
-        return detail_time(job.locked_until)
+    created = time_display("created_at", "created")
+    due = time_display("run_at", "run at")
+    occurrence = time_display("scheduled_for", "scheduled for")
+    started = time_display("started_at", "started (last attempt)")
+    finished = time_display("finished_at", "finished")
+    lease_expiry = time_display("locked_until", "lease expiry")
 
     @admin.display(description="lease holder")
     def lease_holder(self, job: Job) -> str:
