@@ -29,7 +29,9 @@ from django_cronqueue.models import Job
 from shop.models import Order
 assert Order.objects.count() == 3
 assert Order.objects.filter(receipt_sent_at__isnull=True).count() == 0
-statuses = sorted(Job.objects.values_list("name", "status"))
+# The demo's */5 cron schedule may add an occurrence if the run crosses a boundary: only
+# the jobs the view enqueued are asserted.
+statuses = sorted(Job.objects.filter(scheduled_for=None).values_list("name", "status"))
 print(statuses)
 assert statuses == [("shop.flaky_export", "failed")] + [("shop.send_receipt", "succeeded")] * 3
 """
