@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+
 
 class CronQueueError(Exception):
     """Base class of django-cronqueue's errors."""
@@ -24,3 +27,35 @@ class LeaseLost(CronQueueError):
 
     Passed to ``on_failed`` when the last attempt of a job ends this way.
     """
+
+
+class JobCancelled(CronQueueError):
+    """Raised by ``JobContext.check_cancelled()`` once a cancel of the running job was
+    requested. Let it propagate: the row then ends ``cancelled`` (no retry, no
+    ``on_failed``)."""
+
+
+class Snooze(Exception):
+    """Raised by a handler to run again later without using up an attempt: the row goes
+    back to ``pending``, due at ``now + delay``, and ``Job.snoozes`` counts it.
+
+    ``jobs.Snooze(seconds=30)`` or ``jobs.Snooze(delta=timedelta(minutes=5))``.
+    """
+
+    def __init__(self, seconds: float | None = None, *, delta: dt.timedelta | None = None) -> None:
+        if (seconds is None) == (delta is None):
+            raise TypeError("Snooze needs exactly one of seconds= and delta=.")
+        if delta is not None:
+            if not isinstance(delta, dt.timedelta):
+                raise TypeError(f"Snooze(delta=...) must be a timedelta, got {delta!r}.")
+            delay = delta
+        else:
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+                raise TypeError(f"Snooze(seconds=...) must be a number, got {seconds!r}.")
+            if not math.isfinite(seconds):
+                raise ValueError(f"Snooze(seconds=...) must be finite, got {seconds!r}.")
+            delay = dt.timedelta(seconds=seconds)
+        if delay < dt.timedelta(0):
+            raise ValueError(f"Snooze delay must not be negative, got {delay}.")
+        self.delay = delay
+        super().__init__(f"snoozed for {delay.total_seconds():g}s")

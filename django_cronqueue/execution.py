@@ -7,6 +7,7 @@ many rows instead of one per job.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -20,7 +21,9 @@ from asgiref.sync import async_to_sync
 from . import lifecycle, signals
 from .claiming import ClaimedJob, complete_successes
 from .conf import database_alias, get_settings
+from .context import JobContext, activate
 from .error_text import describe
+from .exceptions import JobCancelled, Snooze
 from .lifecycle import Outcome
 from .registry import JobDefinition, registry
 from .validation import json_problem
@@ -39,6 +42,7 @@ class Call:
     duration: float = 0.0
     result: Any = None
     error: BaseException | None = None
+    context: JobContext | None = None
     # Why the database cannot store ``result`` (it is dropped), or None.
     result_problem: str | None = field(default=None, init=False)
     # The error allows no retry: the handler returned, and would return the same again.
@@ -60,17 +64,45 @@ class Call:
         return self.definition is not None and self.error is None
 
     @property
+    def progress(self) -> dict[str, Any] | None:
+        """The last progress the handler set, or None."""
+        return self.context.progress if self.context is not None else None
+
+    @property
     def stored_result(self) -> Any:
         """What the row keeps of the handler's return value."""
         return None if self.result_problem else self.result
 
 
-def call(job: ClaimedJob, clock: Clock) -> Call:
-    """Call the handler of ``job``. Never raises: whatever the handler raises,
-    including SystemExit and KeyboardInterrupt, is kept in ``Call.error``."""
+def new_context(job: ClaimedJob, *, ask_database: bool = False) -> JobContext:
+    """The ``jobs.current()`` of a claimed job. The worker tells it of cancel requests;
+    with ``ask_database`` (``jobs.tick()``, eager mode: no heartbeat), checking for one
+    reads the row, at most once a second."""
+    return JobContext(
+        job_id=job.id,
+        name=job.name,
+        attempt=job.attempts,
+        scheduled_for=job.scheduled_for,
+        payload=job.payload,
+        ask_database=(lambda: bool(lifecycle.cancel_requested_among([job])))
+        if ask_database
+        else None,
+    )
+
+
+def call(job: ClaimedJob, context: JobContext | None = None) -> Call:
+    """Call the handler of ``job`` with ``context`` as ``jobs.current()`` (a new one
+    that asks the database when None). Never raises: whatever the handler raises,
+    including SystemExit and KeyboardInterrupt, is kept in ``Call.error``. A job whose
+    cancel was requested before it started is not called: it ends cancelled."""
     definition = registry.get(job.name)
     if definition is None:
         return Call(job, None)
+    if context is None:
+        context = new_context(job, ask_database=True)
+    if context.cancel_requested:
+        error = JobCancelled(f"Job {job.name} #{job.id}: cancelled before it started")
+        return Call(job, definition, error=error, context=context)
     signals.send(signals.job_started, job.name, job=job)
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug(
@@ -82,10 +114,10 @@ def call(job: ClaimedJob, clock: Clock) -> Call:
         )
     started = time.monotonic()
     try:
-        result = call_handler(definition, job, clock)
+        result = call_handler(definition, job, context)
     except BaseException as exc:
-        return Call(job, definition, time.monotonic() - started, error=exc)
-    return Call(job, definition, time.monotonic() - started, result=result)
+        return Call(job, definition, time.monotonic() - started, error=exc, context=context)
+    return Call(job, definition, time.monotonic() - started, result=result, context=context)
 
 
 def record(outcome: Call, now: dt.datetime) -> Outcome:
@@ -94,10 +126,19 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
     if outcome.definition is None:  # unregistered since the claim: give the row back
         lifecycle.release_unstarted([job])
         return Outcome.RELEASED
+    if isinstance(outcome.error, Snooze):
+        return lifecycle.complete_snooze(job, outcome.error, now=now, progress=outcome.progress)
     if outcome.error is not None:
         result = lifecycle.complete_failure(
-            job, outcome.error, now=now, definition=outcome.definition, final=outcome.final
+            job,
+            outcome.error,
+            now=now,
+            definition=outcome.definition,
+            final=outcome.final,
+            progress=outcome.progress,
         )
+        if result == Outcome.CANCELLED:
+            return result
         log = logger.error if result == Outcome.FAILED else logger.warning
         log(
             "Job %s #%s raised %s on attempt %s of %s (%s)",
@@ -112,7 +153,9 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
         return result
     if outcome.result_problem:
         _log_dropped_result(job, outcome.result_problem)
-    if not lifecycle.complete_success(job, now=now, result=outcome.stored_result):
+    if not lifecycle.complete_success(
+        job, now=now, result=outcome.stored_result, progress=outcome.progress
+    ):
         return Outcome.DISCARDED
     announce_success(outcome)
     return Outcome.SUCCEEDED
@@ -120,7 +163,7 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
 
 def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, Outcome]:
     """Call the handler and record the outcome. Returns (handler succeeded, outcome)."""
-    outcome = call(job, clock)
+    outcome = call(job)
     return outcome.succeeded, record(outcome, clock())
 
 
@@ -156,7 +199,12 @@ class Recorder:
         self.oldest = 0.0
 
     def add(self, outcome: Call) -> None:
-        quick = outcome.succeeded and outcome.result is None and outcome.duration < self.QUICK
+        quick = (
+            outcome.succeeded
+            and outcome.result is None
+            and outcome.progress is None
+            and outcome.duration < self.QUICK
+        )
         if not quick:
             self.flush()
             record(outcome, self.clock())
@@ -197,18 +245,37 @@ class Recorder:
                 announce_success(outcome)
 
 
-def call_handler(definition: JobDefinition, job: ClaimedJob, clock: Clock) -> Any:
+def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:
     if definition.cron is not None:
         run = definition.cron.run_for(
             job_id=job.id, scheduled_for=job.scheduled_for, created_at=job.created_at
         )
+        context.scheduled_for = run.scheduled_for
         args: tuple[Any, ...] = (run,)
         kwargs: dict[str, Any] = {}
     else:
         args, kwargs = (), job.payload
-    if definition.is_async:
-        return async_to_sync(definition.func)(*args, **kwargs)
-    return definition.func(*args, **kwargs)
+    with activate(context):
+        if definition.is_async:
+            return async_to_sync(_run_cancellable)(context, definition.func, args, kwargs)
+        return definition.func(*args, **kwargs)
+
+
+async def _run_cancellable(
+    context: JobContext, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Run an ``async def`` handler as a task of this event loop, cancelled on the loop
+    (``asyncio.CancelledError`` inside the handler) when a cancel of its job is requested.
+    A CancelledError that escapes the handler then becomes ``jobs.JobCancelled``."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(func(*args, **kwargs))
+    context.on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if context.cancel_requested and task.cancelled():
+            raise JobCancelled(f"Job {context.name} #{context.job_id}: cancelled") from None
+        raise
 
 
 def storable_result(value: Any) -> Any:

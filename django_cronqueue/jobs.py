@@ -2,7 +2,9 @@
 
 ``jobs.job``, ``jobs.cron``, ``jobs.CronRun``,
 ``jobs.enqueue``, ``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``,
-``jobs.UnknownJob``, ``jobs.InvalidPayload`` and ``jobs.TickResult``.
+``jobs.UnknownJob``, ``jobs.InvalidPayload`` and ``jobs.TickResult``; control of running
+work: ``jobs.current``, ``jobs.JobContext``, ``jobs.cancel``, ``jobs.JobCancelled``,
+``jobs.Snooze``, ``jobs.pause`` and ``jobs.resume``.
 """
 
 from __future__ import annotations
@@ -14,28 +16,37 @@ from typing import TYPE_CHECKING, Any
 from django.apps import apps
 
 from .backoff import exponential
+from .context import JobContext, current
 from .cronspec import CronRun
 from .decorators import JobHandle, cron, job
-from .exceptions import InvalidPayload, LeaseLost, UnknownJob
+from .exceptions import InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
 from .registry import JobDefinition
 from .results import TickResult
 
 if TYPE_CHECKING:
-    from .models import Job
+    from .lifecycle import Cancellation
+    from .models import Job, Pause
 
 __all__ = [
     "CronRun",
     "InvalidPayload",
+    "JobCancelled",
+    "JobContext",
     "JobDefinition",
     "JobHandle",
     "LeaseLost",
+    "Snooze",
     "TickResult",
     "UnknownJob",
+    "cancel",
     "cron",
+    "current",
     "enqueue",
     "enqueue_many",
     "exponential",
     "job",
+    "pause",
+    "resume",
     "tick",
 ]
 
@@ -85,3 +96,46 @@ def tick(now: dt.datetime | None = None, queues: Sequence[str] | None = None) ->
 
     housekeeping = apps.get_app_config("django_cronqueue").housekeeping  # type: ignore[attr-defined]
     return _tick(now=now, queues=queues, housekeeping=housekeeping)
+
+
+def cancel(job: Job | int, reason: str = "", *, by: str = "") -> Cancellation:
+    """Cancel a job (its row or id): a pending one becomes ``cancelled`` at once; a
+    running one's handler is asked to stop (``jobs.current().cancel_requested``), and if
+    it then raises, the row ends ``cancelled``; a finished one is left as it is. The
+    result is true when something changed, and its ``message`` says what."""
+    from .lifecycle import cancel_job
+    from .models import Job as JobModel
+
+    row = job if isinstance(job, JobModel) else _job_row(job)
+    return cancel_job(row, reason=reason, by=by)
+
+
+def _job_row(job_id: object) -> Job:
+    from .conf import database_alias
+    from .models import Job as JobModel
+
+    if isinstance(job_id, bool) or not isinstance(job_id, (int, str)):
+        raise TypeError(f"jobs.cancel() takes a Job or a job id, got {job_id!r}.")
+    return JobModel.objects.using(database_alias()).get(pk=job_id)
+
+
+def pause(
+    queue: str | None = None,
+    name: str | JobDefinition | None = None,
+    until: dt.datetime | None = None,
+    reason: str = "",
+    *,
+    by: str = "",
+) -> Pause:
+    """Pause a queue or a job name: its pending jobs are not claimed until ``resume()``
+    or ``until``; see ``django_cronqueue.pauses``."""
+    from .pauses import pause as _pause
+
+    return _pause(queue=queue, name=name, until=until, reason=reason, by=by)
+
+
+def resume(queue: str | None = None, name: str | JobDefinition | None = None) -> bool:
+    """End a pause and wake idle workers. False when it was not paused."""
+    from .pauses import resume as _resume
+
+    return _resume(queue=queue, name=name)

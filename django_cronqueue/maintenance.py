@@ -29,7 +29,18 @@ def recover_expired_leases(now: dt.datetime) -> int:
     expired = list(
         _jobs()
         .filter(status=JobStatus.RUNNING, locked_until__lt=now)
-        .values("id", "name", "lock_token", "attempts", "max_attempts", "started_at", "worker_id")
+        .values(
+            "id",
+            "name",
+            "lock_token",
+            "attempts",
+            "max_attempts",
+            "started_at",
+            "worker_id",
+            "cancel_requested_at",
+            "cancel_requested_by",
+            "cancel_reason",
+        )
         .order_by("locked_until")[:EXPIRED_BATCH]
     )
     return sum(lose_lease(row, registry.get(row["name"]), now) for row in expired)

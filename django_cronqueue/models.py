@@ -1,4 +1,5 @@
-"""The tables: jobs, cron schedules, worker heartbeats and per-name concurrency locks.
+"""The tables: jobs, cron schedules, worker heartbeats, per-name concurrency locks and
+pauses of queues and job names.
 
 The models sit below the code that changes their rows, so their verbs (``Job.retry()``,
 ``CronSchedule.run_now()``, ...) are declared here and carried out by ``ModelVerbs``,
@@ -25,6 +26,7 @@ __all__ = [
     "JobStatus",
     "ModelVerbs",
     "NameLock",
+    "Pause",
     "Worker",
 ]
 
@@ -78,6 +80,16 @@ class Job(models.Model):
     # the raw INSERTs of enqueue leave it out.
     exception_class_path = models.CharField(max_length=255, blank=True, default="", db_default="")
     result = models.JSONField(null=True, blank=True)
+    # A cancel of the running job was asked for (jobs.cancel()): its handler sees it
+    # through jobs.current(), and if it then raises, the row ends cancelled.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+    cancel_reason = models.TextField(blank=True, default="", db_default="")
+    snoozes = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="How many times its handler asked to run later."
+    )
+    # {"done", "total", "message", "at"}: written by the worker's heartbeat and at completion.
+    progress = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -115,9 +127,10 @@ class Job(models.Model):
         """Failed or cancelled -> pending, due now, attempts reset. False if not applicable."""
         return verbs().retry_job(self, now=now)
 
-    def cancel(self, *, reason: str = "", now: dt.datetime | None = None) -> bool:
-        """Pending -> cancelled. False if the job is not pending any more."""
-        return verbs().cancel_job(self, reason=reason, now=now)
+    def cancel(self, *, reason: str = "", by: str = "", now: dt.datetime | None = None) -> bool:
+        """Pending -> cancelled; running -> a cancel is requested from its handler.
+        False when the job has already finished (nothing changes)."""
+        return verbs().cancel_job(self, reason=reason, by=by, now=now)
 
     def run_now(self, *, now: dt.datetime | None = None) -> bool:
         """Pending -> due now. False if the job is not pending any more."""
@@ -162,6 +175,39 @@ class NameLock(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Pause(models.Model):
+    """A paused queue or job name: no worker claims its pending jobs while the pause
+    holds (until it is deleted by a resume, or ``until`` passes). Exactly one of
+    ``queue`` and ``name`` is set."""
+
+    queue = models.CharField(max_length=MAX_QUEUE_LENGTH, blank=True, default="")
+    name = models.CharField("job name", max_length=MAX_NAME_LENGTH, blank=True, default="")
+    until = models.DateTimeField(
+        null=True, blank=True, help_text="The pause ends by itself at this instant."
+    )
+    reason = models.TextField(blank=True, default="")
+    created_by = models.CharField("paused by", max_length=150, blank=True, default="")
+    created_at = models.DateTimeField("paused at", default=timezone.now)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        ordering = ["queue", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "name"], name="cronqueue_pause_unique"),
+            models.CheckConstraint(
+                condition=(models.Q(queue="") & ~models.Q(name=""))
+                | (~models.Q(queue="") & models.Q(name="")),
+                name="cronqueue_pause_queue_or_name",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"queue {self.queue}" if self.queue else f"job {self.name}"
+
+    def holds(self, now: dt.datetime) -> bool:
+        return self.until is None or self.until > now
 
 
 class CronSchedule(models.Model):
@@ -215,7 +261,7 @@ class ModelVerbs(Protocol):
     """What the models' verbs do, implemented by ``django_cronqueue.verbs.Verbs``."""
 
     def retry_job(self, job: Job, *, now: dt.datetime | None) -> bool: ...
-    def cancel_job(self, job: Job, *, reason: str, now: dt.datetime | None) -> bool: ...
+    def cancel_job(self, job: Job, *, reason: str, by: str, now: dt.datetime | None) -> bool: ...
     def run_job_now(self, job: Job, *, now: dt.datetime | None) -> bool: ...
     def run_schedule_now(self, schedule: CronSchedule) -> Job: ...
     def backfill_schedule(

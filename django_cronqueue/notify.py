@@ -1,5 +1,6 @@
-"""PostgreSQL LISTEN/NOTIFY wake-ups for idle workers: the channel, the wake-up sent
-when jobs come due, and the listener a worker runs. A no-op on other vendors."""
+"""PostgreSQL LISTEN/NOTIFY: wake-ups for idle workers (sent when jobs come due) and
+cancel requests for running jobs (their ids), and the listener a worker runs. A no-op
+on other vendors, whose workers poll and learn of cancels by their heartbeat."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import datetime as dt
 import logging
 import select
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from django.db import connections
 
@@ -19,6 +20,8 @@ logger = logging.getLogger("django_cronqueue")
 RECONNECT_DELAY = 2.0
 STOP_CHECK_INTERVAL = 1.0
 NOTIFY_CHANNEL = "django_cronqueue"
+CANCEL_CHANNEL = "django_cronqueue_cancel"
+MAX_NOTIFY_PAYLOAD = 7_000  # bytes; PostgreSQL's limit is 8,000
 
 
 def due_soon(run_at: dt.datetime, now: dt.datetime) -> bool:
@@ -38,8 +41,38 @@ def wake_workers(using: str, run_ats: Iterable[dt.datetime], now: dt.datetime) -
         cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
 
 
-def listen(alias: str, stopping: threading.Event, wake: threading.Event) -> None:
-    """Set ``wake`` whenever a job is enqueued, until ``stopping`` is set.
+def announce_cancel(using: str, job_ids: Sequence[int]) -> None:
+    """Tell PostgreSQL workers that a cancel of these running jobs was requested
+    (delivered when the current transaction commits)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql" or not job_ids:
+        return
+    chunks: list[str] = []
+    chunk = ""
+    for job_id in job_ids:
+        text = str(job_id)
+        if chunk and len(chunk) + len(text) + 1 > MAX_NOTIFY_PAYLOAD:
+            chunks.append(chunk)
+            chunk = ""
+        chunk = f"{chunk},{text}" if chunk else text
+    chunks.append(chunk)
+    with connection.cursor() as cursor:
+        for payload in chunks:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CANCEL_CHANNEL, payload])
+
+
+def _job_ids(payload: str) -> list[int]:
+    return [int(part) for part in payload.split(",") if part.strip().isdigit()]
+
+
+def listen(
+    alias: str,
+    stopping: threading.Event,
+    wake: threading.Event,
+    on_cancel: Callable[[list[int]], None] | None = None,
+) -> None:
+    """Set ``wake`` whenever a job is enqueued, and call ``on_cancel`` with the ids of
+    running jobs whose cancel was requested, until ``stopping`` is set.
 
     Uses its own connection (psycopg 3), so it never shares a transaction with a slot.
     Without psycopg 3 it returns at once and workers rely on polling.
@@ -53,13 +86,18 @@ def listen(alias: str, stopping: threading.Event, wake: threading.Event) -> None
                 logger.info("LISTEN/NOTIFY needs psycopg 3; idle workers will poll instead")
                 return
             raw.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            if on_cancel is not None:
+                raw.execute(f"LISTEN {CANCEL_CHANNEL}")
             while not stopping.is_set():
                 # Sleep in select() rather than in notifies(timeout=...), whose wait wakes
                 # every 0.1 s: an idle worker's listener then costs one wake-up a second.
                 readable, _, _ = select.select([raw.fileno()], [], [], STOP_CHECK_INTERVAL)
                 if readable:
-                    for _ in raw.notifies(timeout=0.0):
-                        wake.set()
+                    for notice in raw.notifies(timeout=0.0):
+                        if notice.channel == CANCEL_CHANNEL and on_cancel is not None:
+                            on_cancel(_job_ids(notice.payload))
+                        else:
+                            wake.set()
         except Exception as exc:
             logger.warning("LISTEN connection lost (%s); reconnecting", exc)
             stopping.wait(RECONNECT_DELAY)

@@ -7,6 +7,10 @@
 - ``job_failed(job, exc)``: the last attempt failed; the job is ``failed``.
 - ``job_timed_out(job, timeout)``: a worker's handler ran past its ``timeout`` (seconds):
   its lease is no longer renewed, and its slot takes no new work until it returns.
+- ``job_snoozed(job, run_at)``: the handler raised ``jobs.Snooze``; the job is pending
+  again, due at ``run_at``, its attempt given back.
+- ``job_cancelled(job, requested_by, reason)``: a running job whose cancel was requested
+  stopped (its handler raised); the job is ``cancelled``.
 - ``cron_occurrence_created(job, schedule)``: a cron occurrence became a job row.
 """
 
@@ -21,6 +25,8 @@ job_succeeded = Signal()
 job_failed = Signal()
 job_retrying = Signal()
 job_timed_out = Signal()
+job_snoozed = Signal()
+job_cancelled = Signal()
 cron_occurrence_created = Signal()
 
 

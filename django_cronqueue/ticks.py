@@ -21,6 +21,7 @@ from . import lifecycle
 from .claiming import ClaimedJob, claim_due
 from .execution import run_claimed
 from .maintenance import PruneClock, prune, recover_expired_leases
+from .pauses import delete_ended_pauses
 from .results import TickResult
 from .scheduler import Scheduler
 
@@ -42,6 +43,7 @@ class Housekeeping:
             self.scheduler.materialize(now)
         recover_expired_leases(now)
         if self.prune_clock.due(now):
+            delete_ended_pauses(now)
             deleted = prune(now)
             if deleted:
                 logger.info("Pruned %s finished jobs", deleted)

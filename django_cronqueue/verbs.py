@@ -17,8 +17,8 @@ class Verbs(ModelVerbs):
     def retry_job(self, job: Job, *, now: dt.datetime | None) -> bool:
         return lifecycle.retry(job, now=now)
 
-    def cancel_job(self, job: Job, *, reason: str, now: dt.datetime | None) -> bool:
-        return lifecycle.cancel(job, reason=reason, now=now)
+    def cancel_job(self, job: Job, *, reason: str, by: str, now: dt.datetime | None) -> bool:
+        return lifecycle.cancel(job, reason=reason, by=by, now=now)
 
     def run_job_now(self, job: Job, *, now: dt.datetime | None) -> bool:
         return lifecycle.run_now(job, now=now)

@@ -21,7 +21,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import (
@@ -36,7 +35,8 @@ from django.db import (
 from . import dbclock, lifecycle, signals
 from .claiming import ClaimedJob, claim_request, complete_and_claim, is_capped
 from .conf import database_alias, get_settings, max_clock_skew
-from .execution import Call, Recorder, call
+from .execution import Call, Recorder, call, new_context
+from .held import HeldJob, pass_on_cancel_requests, write_progress
 from .models import Worker as WorkerRow
 from .notify import listen
 from .registry import registry
@@ -58,15 +58,6 @@ def _add_or_flush(recorder: Recorder, outcome: Call) -> None:
         recorder.flush()
     else:
         recorder.add(outcome)
-
-
-@dataclass
-class HeldJob:
-    job: ClaimedJob
-    slot: str = ""  # the name of the slot thread holding it
-    started: bool = False  # its handler was called
-    deadline: float | None = None  # monotonic; set when its handler starts
-    abandoned: bool = False  # past its timeout: no longer renewed
 
 
 class Worker:
@@ -143,7 +134,7 @@ class Worker:
             self._cutoff = self.clock.now()
         self._with_database_retry(self._housekeep)
         self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")
-        if self.mode == "forever":
+        if connections[database_alias()].vendor == "postgresql":
             self._start_helper(self._listen_loop, "cronqueue-listen")
         for index in range(self.concurrency):
             self._start_slot(index)
@@ -299,7 +290,9 @@ class Worker:
             self._skip_capped_until = time.monotonic() + self.poll_interval
         with self._held_lock:
             for job in jobs:
-                self._held[job.id] = HeldJob(job, slot=threading.current_thread().name)
+                self._held[job.id] = HeldJob(
+                    job, new_context(job), slot=threading.current_thread().name
+                )
         return jobs
 
     def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> bool:
@@ -331,7 +324,7 @@ class Worker:
             held.deadline = time.monotonic() + timeout
         quick = waiting = False
         try:
-            outcome = call(job, self.clock.now)
+            outcome = call(job, held.context)
             quick = outcome.duration < Recorder.QUICK
             self._write_outcomes(lambda: _add_or_flush(recorder, outcome))
             # A quick success waits in the recorder's batch, maybe behind a slow job:
@@ -462,11 +455,14 @@ class Worker:
                 and held.deadline <= now_monotonic
                 and not held.abandoned
             ]
+            held_now = list(self._held.values())
         for held in overdue:
             self._abandon(held)
         self._measure_clock()
         now = self.clock.now()
         lifecycle.renew_leases(renewable, until=now + self.lease)
+        pass_on_cancel_requests(held_now)
+        write_progress(held_now)
         WorkerRow.objects.using(database_alias()).filter(id=self.id).update(
             last_seen=now, clock_offset=self.clock.offset
         )
@@ -507,9 +503,15 @@ class Worker:
             )
 
     def _listen_loop(self) -> None:
-        alias = database_alias()
-        if connections[alias].vendor == "postgresql":
-            listen(alias, self.stopping, self.wake)
+        # Until the helpers stop, not at the first signal: a cancel must reach the
+        # handlers that finish during a graceful shutdown.
+        listen(database_alias(), self._helpers_stop, self.wake, self._cancel_requested)
+
+    def _cancel_requested(self, job_ids: list[int]) -> None:
+        with self._held_lock:
+            contexts = [held.context for i in job_ids if (held := self._held.get(i)) is not None]
+        for context in contexts:
+            context.request_cancel()
 
     def _measure_clock(self) -> None:
         self.clock.update(dbclock.measure(database_alias()))

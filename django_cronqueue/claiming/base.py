@@ -17,10 +17,11 @@ from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from ..cursors import fast_cursor
-from ..models import Job, JobStatus, NameLock
+from ..models import Job, JobStatus, NameLock, Pause
 
 TABLE = Job._meta.db_table
 LOCK_TABLE = NameLock._meta.db_table
+PAUSE_TABLE = Pause._meta.db_table
 RETURNED_COLUMNS = (
     "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for, created_at"
 )
@@ -81,7 +82,18 @@ def due_filter(
     if request.queues:
         sql += f" AND queue IN ({placeholders(request.queues)})"
         params.extend(request.queues)
+    sql += NOT_PAUSED
+    params.append(request.now)
     return sql, params
+
+
+# Paused queues and names are skipped by the claim itself (never claimed, then given
+# back): a probe of the small pause table per candidate row.
+NOT_PAUSED = (
+    f" AND NOT EXISTS (SELECT 1 FROM {PAUSE_TABLE} p WHERE "
+    f"(p.queue = {TABLE}.queue OR p.name = {TABLE}.name) "
+    "AND (p.until IS NULL OR p.until > %s))"
+)
 
 
 ORDER = "ORDER BY priority DESC, run_at, id"

@@ -173,7 +173,7 @@ def test_take_hands_over_the_batch_and_put_back_restores_it(recorder):
 
 def test_call_keeps_whatever_the_handler_raises_even_system_exit():
     [job] = claim(1, name="testapp.exits", max_attempts=1)
-    outcome = execution.call(job, clock)
+    outcome = execution.call(job)
     assert isinstance(outcome.error, SystemExit)
     assert outcome.succeeded is False
     assert execution.record(outcome, NOW) is Outcome.FAILED
@@ -182,7 +182,7 @@ def test_call_keeps_whatever_the_handler_raises_even_system_exit():
 
 def test_call_and_record_a_success_with_its_result():
     [job] = claim(1, name="testapp.returns_value", payload={"value": 4})
-    outcome = execution.call(job, clock)
+    outcome = execution.call(job)
     assert (outcome.succeeded, outcome.result) == (True, {"doubled": 8})
     assert execution.record(outcome, NOW) is Outcome.SUCCEEDED
     row = Job.objects.get()
@@ -246,7 +246,7 @@ def test_a_result_the_database_refuses_is_dropped_and_the_success_recorded(caplo
 def test_a_job_unregistered_since_its_claim_is_released_not_run(monkeypatch):
     [job] = claim(1)
     monkeypatch.setattr(registry, "_definitions", {})
-    outcome = execution.call(job, clock)
+    outcome = execution.call(job)
     assert (outcome.definition, outcome.succeeded) == (None, False)
     assert execution.record(outcome, NOW) is Outcome.RELEASED
     row = Job.objects.get()

@@ -53,7 +53,7 @@ def test_each_model_verb_asks_the_attached_implementation(monkeypatch):
     assert row.resume() == "done"
     assert recording.calls == [
         ("retry_job", (job,), {"now": now}),
-        ("cancel_job", (job,), {"reason": "why", "now": None}),
+        ("cancel_job", (job,), {"reason": "why", "by": "", "now": None}),
         ("run_job_now", (job,), {"now": None}),
         ("run_schedule_now", (row,), {}),
         ("backfill_schedule", (row, start, end), {}),

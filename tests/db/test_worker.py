@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from django_cronqueue import jobs, signals
 from django_cronqueue.claiming import claim_due
+from django_cronqueue.execution import new_context
+from django_cronqueue.held import HeldJob
 from django_cronqueue.models import Job, Worker
 from django_cronqueue.registry import registry
-from django_cronqueue.worker import HeldJob
 from django_cronqueue.worker import Worker as RunjobsWorker
 from tests.testapp import jobs as test_jobs
 
@@ -130,7 +131,7 @@ def test_the_jobs_claimed_with_a_handler_that_overran_are_given_back_at_once():
     worker = RunjobsWorker(concurrency=2)
     claimed = claim_due(timezone.now(), queues=None, limit=3, worker_id=worker.id)
     for job in claimed:
-        worker._held[job.id] = HeldJob(job, slot="cronqueue-slot-0")
+        worker._held[job.id] = HeldJob(job, new_context(job), slot="cronqueue-slot-0")
     overran, *unstarted = claimed
     worker._held[overran.id].started = True
     worker._held[overran.id].deadline = time.monotonic() - 1  # past its timeout

@@ -1,0 +1,63 @@
+"""Every change of a job's status happens here.
+
+The worker, the admin and user code call these functions (or the ``Job`` methods
+that wrap them); nothing else writes ``status``, except the claim itself
+(``django_cronqueue.claiming``: pending -> running, and its batched successes). Each
+transition is one conditional UPDATE, so two actors racing for the same row cannot both
+win: completions are guarded by the lease token of the claim that ran them.
+
+``running`` holds the worker's transitions of a claimed job, ``operator`` those that
+operators and user code ask for (retry, cancel, run now), ``common`` what they share.
+"""
+
+from .common import Outcome
+from .operator import (
+    RETRYABLE,
+    Cancellation,
+    cancel,
+    cancel_job,
+    cancel_rows,
+    make_rows_due,
+    mark_skipped,
+    request_cancel_rows,
+    retry,
+    retry_rows,
+    run_now,
+)
+from .running import (
+    cancel_requested_among,
+    cancelled_message,
+    complete_failure,
+    complete_snooze,
+    complete_success,
+    lose_lease,
+    release_unstarted,
+    renew_leases,
+    report_failure,
+    write_progress,
+)
+
+__all__ = [
+    "RETRYABLE",
+    "Cancellation",
+    "Outcome",
+    "cancel",
+    "cancel_job",
+    "cancel_requested_among",
+    "cancel_rows",
+    "cancelled_message",
+    "complete_failure",
+    "complete_snooze",
+    "complete_success",
+    "lose_lease",
+    "make_rows_due",
+    "mark_skipped",
+    "release_unstarted",
+    "renew_leases",
+    "report_failure",
+    "request_cancel_rows",
+    "retry",
+    "retry_rows",
+    "run_now",
+    "write_progress",
+]

@@ -1,0 +1,128 @@
+"""What the lifecycle's transitions share: the outcome of recording a run, the rows,
+the failure write that never leaves a row running, and the log records."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from typing import Any
+
+from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
+from django.db.models import QuerySet
+
+from ..claiming import ClaimedJob
+from ..conf import database_alias
+from ..error_text import (
+    MAX_CLASS_PATH_CHARS,
+    MAX_ERROR_CHARS,
+    MAX_TRACEBACK_CHARS,
+    ascii_text,
+    describe,
+)
+from ..models import Job
+
+logger = logging.getLogger("django_cronqueue")
+
+
+class Outcome(str, enum.Enum):
+    """What recording a run did to its row."""
+
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"  # back to pending, after the backoff
+    FAILED = "failed"  # no attempt left
+    DISCARDED = "discarded"  # the lease was lost meanwhile: the row had moved on
+    RELEASED = "released"  # given back unstarted (its code is gone from this process)
+    CANCELLED = "cancelled"  # a cancel was requested and the handler raised
+    SNOOZED = "snoozed"  # the handler raised jobs.Snooze: pending again, later
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def job_rows() -> QuerySet[Job]:
+    return Job.objects.using(database_alias())
+
+
+# The length limit of each text a failure writes.
+_FAILURE_TEXT_LIMITS = {
+    "last_error": MAX_ERROR_CHARS,
+    "traceback": MAX_TRACEBACK_CHARS,
+    "exception_class_path": MAX_CLASS_PATH_CHARS,
+}
+
+# MySQL/MariaDB: "Incorrect string value" (a character the column's or the connection's
+# character set cannot hold, e.g. an emoji in utf8mb3) and "Invalid ... character string".
+_UNSTORABLE_TEXT_ERRORS = frozenset({1366, 1300})
+
+
+def _is_unstorable_text(exc: DatabaseError) -> bool:
+    return bool(exc.args) and exc.args[0] in _UNSTORABLE_TEXT_ERRORS
+
+
+def write_failure(rows: QuerySet[Job], changes: dict[str, Any], job_id: int, name: str) -> int:
+    """UPDATE ``rows`` with a failure. When the database cannot store a character of the
+    error text, or refuses the text (IntegrityError, DataError), write it again with
+    non-ASCII characters escaped: an error message must never leave a row running until
+    its lease expires, nor be retried as if the database were down."""
+    try:
+        with undoable():
+            return rows.update(**changes)
+    except DatabaseError as exc:
+        if _is_unstorable_text(exc):
+            logger.warning(
+                "Job %s #%s: the database cannot store a character of its error (%s); it is "
+                "stored with non-ASCII characters escaped. Run migrate (migration 0004 makes "
+                "the tables utf8mb4) and connect with DATABASES OPTIONS {'charset': 'utf8mb4'} "
+                "(system check django_cronqueue.W003).",
+                name,
+                job_id,
+                exc,
+                extra={"job_id": job_id, "job_name": name},
+            )
+        elif isinstance(exc, (DataError, IntegrityError)):
+            logger.warning(
+                "Job %s #%s: the database refused the text of its error (%s); it is stored "
+                "with non-ASCII characters escaped.",
+                name,
+                job_id,
+                describe(exc),
+                extra={"job_id": job_id, "job_name": name},
+            )
+        else:
+            raise
+        escaped = {
+            field: ascii_text(value, _FAILURE_TEXT_LIMITS[field])
+            if field in _FAILURE_TEXT_LIMITS
+            else value
+            for field, value in changes.items()
+        }
+        return rows.update(**escaped)
+
+
+def undoable() -> contextlib.AbstractContextManager[Any]:
+    """Inside a transaction, a savepoint: after an error PostgreSQL accepts no statement
+    until it is rolled back to. In autocommit, nothing: a refused statement did nothing."""
+    using = database_alias()
+    if connections[using].in_atomic_block:
+        return transaction.atomic(using=using)
+    return contextlib.nullcontext()
+
+
+def apply_changes(job: Job, changes: dict[str, Any]) -> None:
+    for name, value in changes.items():
+        setattr(job, name, value)
+
+
+def log_discarded(job: ClaimedJob, what: str) -> None:
+    logger.warning(
+        "Discarded the %s of job %s #%s: its lease was lost and the row has moved on",
+        what,
+        job.name,
+        job.id,
+        extra=log_extra(job, "discarded"),
+    )
+
+
+def log_extra(job: ClaimedJob, outcome: str) -> dict[str, Any]:
+    return {"job_id": job.id, "job_name": job.name, "outcome": outcome}

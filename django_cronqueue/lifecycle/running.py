@@ -1,0 +1,425 @@
+"""The worker's transitions of a claimed (running) job: success, failure or retry,
+snooze, cancel after a request, a lost lease, a give-back; and the lease renewals and
+progress writes of the heartbeat. Each is one UPDATE guarded by the claim's lease token."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import operator
+from collections.abc import Mapping, Sequence
+from functools import reduce
+from typing import Any
+
+from django.db import DataError, IntegrityError
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from .. import signals
+from ..claiming import ClaimedJob
+from ..conf import database_alias
+from ..error_text import (
+    MAX_ERROR_CHARS,
+    class_path,
+    clean_text,
+    describe,
+    format_traceback,
+)
+from ..exceptions import LeaseLost, Snooze
+from ..models import Job, JobStatus
+from ..notify import wake_workers
+from ..registry import JobDefinition
+from .common import Outcome, job_rows, log_discarded, log_extra, undoable, write_failure
+
+logger = logging.getLogger("django_cronqueue")
+
+# --- the worker's transitions -------------------------------------------------------
+
+
+def complete_success(
+    job: ClaimedJob,
+    *,
+    now: dt.datetime,
+    result: Any = None,
+    progress: dict[str, Any] | None = None,
+) -> bool:
+    """running -> succeeded, only if this claim still holds the lease. A handler that
+    returned normally succeeded, even if a cancel was requested meanwhile: its work is done.
+
+    A result the database refuses (IntegrityError, DataError: a limit no check knew
+    of) is dropped and logged, and the success recorded without it."""
+    changes = {
+        "status": JobStatus.SUCCEEDED,
+        "finished_at": now,
+        "locked_until": None,
+        "lock_token": None,
+        "active_dedupe_key": None,
+        "result": result,
+        **_progress_change(progress),
+    }
+    if result is None:
+        updated = _running(job).update(**changes)
+    else:
+        try:
+            with undoable():
+                updated = _running(job).update(**changes)
+        except (DataError, IntegrityError) as exc:
+            logger.warning(
+                "Job %s #%s succeeded, but the database refused its return value, which "
+                "was dropped (result is None): %s",
+                job.name,
+                job.id,
+                describe(exc),
+                extra=log_extra(job, "result_dropped"),
+            )
+            updated = _running(job).update(**{**changes, "result": None})
+    if not updated:
+        log_discarded(job, "success")
+    return bool(updated)
+
+
+def complete_failure(
+    job: ClaimedJob,
+    exc: BaseException,
+    *,
+    now: dt.datetime,
+    definition: JobDefinition | None,
+    final: bool = False,
+    progress: dict[str, Any] | None = None,
+) -> Outcome:
+    """running -> pending (a retry, after the backoff) or failed (no attempt left, or
+    ``final``); or cancelled, when a cancel of the job was requested. Returns the
+    outcome: RETRYING, FAILED, CANCELLED or DISCARDED (the lease was lost meanwhile)."""
+    cancelled = _finish_if_cancel_requested(job, exc, now=now, progress=progress)
+    if cancelled is not None:
+        return cancelled
+    failure = {
+        "last_error": describe(exc),
+        "traceback": format_traceback(exc),
+        "exception_class_path": class_path(exc),
+        **_progress_change(progress),
+    }
+    guard = _running(job)
+    if job.attempts < job.max_attempts and not final:
+        delay = _backoff_delay(definition, job.attempts)
+        run_at = now + dt.timedelta(seconds=delay)
+        updated = write_failure(
+            guard,
+            {
+                "status": JobStatus.PENDING,
+                "run_at": run_at,
+                "locked_until": None,
+                "lock_token": None,
+                **failure,
+            },
+            job.id,
+            job.name,
+        )
+        if updated:
+            signals.send(signals.job_retrying, job.name, job=job, exc=exc, run_at=run_at)
+            return Outcome.RETRYING
+    else:
+        updated = write_failure(
+            guard,
+            {
+                "status": JobStatus.FAILED,
+                "finished_at": now,
+                "locked_until": None,
+                "lock_token": None,
+                "active_dedupe_key": None,
+                **failure,
+            },
+            job.id,
+            job.name,
+        )
+        if updated:
+            report_failure(definition, job.id, exc)
+            return Outcome.FAILED
+    log_discarded(job, "failure")
+    return Outcome.DISCARDED
+
+
+def complete_snooze(
+    job: ClaimedJob,
+    snooze: Snooze,
+    *,
+    now: dt.datetime,
+    progress: dict[str, Any] | None = None,
+) -> Outcome:
+    """running -> pending, due at ``now + snooze.delay``, the attempt given back and
+    ``snoozes`` counted; the lease is released at once. A job whose cancel was requested
+    ends cancelled instead. Returns SNOOZED, CANCELLED or DISCARDED."""
+    cancelled = _finish_if_cancel_requested(job, snooze, now=now, progress=progress)
+    if cancelled is not None:
+        return cancelled
+    run_at = now + snooze.delay
+    updated = _running(job).update(
+        status=JobStatus.PENDING,
+        run_at=run_at,
+        attempts=F("attempts") - 1,
+        snoozes=F("snoozes") + 1,
+        locked_until=None,
+        lock_token=None,
+        worker_id="",
+        started_at=None,
+        **_progress_change(progress),
+    )
+    if not updated:
+        log_discarded(job, "snooze")
+        return Outcome.DISCARDED
+    wake_workers(database_alias(), [run_at], now)
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "Job %s #%s snoozed until %s",
+            job.name,
+            job.id,
+            run_at.isoformat(),
+            extra=log_extra(job, Outcome.SNOOZED),
+        )
+    signals.send(signals.job_snoozed, job.name, job=job, run_at=run_at)
+    return Outcome.SNOOZED
+
+
+def cancelled_message(at: dt.datetime, by: str, reason: str) -> str:
+    """The ``last_error`` of a job cancelled while it ran: who asked, when, and why."""
+    text = f"cancelled while running: cancel requested by {by or 'code'} at {at.isoformat()}"
+    return f"{text}: {reason}" if reason else text
+
+
+def _finish_if_cancel_requested(
+    job: ClaimedJob, exc: BaseException, *, now: dt.datetime, progress: dict[str, Any] | None
+) -> Outcome | None:
+    """A handler raised after a cancel of its job was requested: running -> cancelled,
+    no retry, no ``on_failed``. None when no cancel was requested (the row decides,
+    not this process's view: a request may have come after the last heartbeat)."""
+    request = (
+        _running(job)
+        .filter(cancel_requested_at__isnull=False)
+        .values("cancel_requested_at", "cancel_requested_by", "cancel_reason")
+        .first()
+    )
+    if request is None:
+        return None
+    message = cancelled_message(
+        request["cancel_requested_at"], request["cancel_requested_by"], request["cancel_reason"]
+    )
+    updated = write_failure(
+        _running(job),
+        {
+            **_cancelled_changes(message, now),
+            "traceback": format_traceback(exc),
+            "exception_class_path": class_path(exc),
+            **_progress_change(progress),
+        },
+        job.id,
+        job.name,
+    )
+    if not updated:
+        log_discarded(job, "cancellation")
+        return Outcome.DISCARDED
+    _announce_cancelled(job.id, job.name, request)
+    return Outcome.CANCELLED
+
+
+def _cancelled_changes(message: str, now: dt.datetime) -> dict[str, Any]:
+    return {
+        "status": JobStatus.CANCELLED,
+        "finished_at": now,
+        "locked_until": None,
+        "lock_token": None,
+        "active_dedupe_key": None,
+        "last_error": clean_text(message, MAX_ERROR_CHARS),
+    }
+
+
+def _announce_cancelled(job_id: int, name: str, request: Mapping[str, Any]) -> None:
+    logger.info(
+        "Job %s #%s cancelled while running (requested by %s)",
+        name,
+        job_id,
+        request["cancel_requested_by"] or "code",
+        extra={"job_id": job_id, "job_name": name, "outcome": Outcome.CANCELLED},
+    )
+    if signals.job_cancelled.receivers:
+        signals.send(
+            signals.job_cancelled,
+            name,
+            job=job_rows().filter(id=job_id).first(),
+            requested_by=request["cancel_requested_by"],
+            reason=request["cancel_reason"],
+        )
+
+
+def _progress_change(progress: dict[str, Any] | None) -> dict[str, Any]:
+    return {} if progress is None else {"progress": progress}
+
+
+def _running(job: ClaimedJob) -> QuerySet[Job]:
+    """The row of this claim, while it holds the lease."""
+    return job_rows().filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
+
+
+def _backoff_delay(definition: JobDefinition | None, attempt: int) -> float:
+    if definition is None:
+        return 0.0
+    try:
+        return max(float(definition.backoff(attempt)), 0.0)
+    except Exception:
+        logger.exception("Backoff of job %s raised; retrying at once", definition.name)
+        return 0.0
+
+
+def report_failure(definition: JobDefinition | None, job_id: int, exc: BaseException) -> None:
+    """After the final attempt failed: ``on_failed`` once, then ``job_failed``.
+
+    Errors of ``on_failed`` are logged and never retried.
+    """
+    if definition is None or (definition.on_failed is None and not signals.job_failed.receivers):
+        return
+    job = job_rows().filter(id=job_id).first()
+    if job is None:
+        return
+    if definition.on_failed is not None:
+        try:
+            definition.on_failed(job, exc)
+        except BaseException:  # even SystemExit: a hook must not stop the worker
+            logger.exception("on_failed of job %s #%s raised", job.name, job.id)
+    signals.send(signals.job_failed, job.name, job=job, exc=exc)
+
+
+def release_unstarted(jobs: list[ClaimedJob], *, now: dt.datetime | None = None) -> int:
+    """Give back claimed jobs whose handler never started: pending again, claim undone;
+    those whose cancel was requested meanwhile end cancelled instead."""
+    now = now or timezone.now()
+    released = 0
+    for job in jobs:
+        request = (
+            _running(job)
+            .filter(cancel_requested_at__isnull=False)
+            .values("cancel_requested_at", "cancel_requested_by", "cancel_reason")
+            .first()
+        )
+        if request is not None:
+            message = cancelled_message(
+                request["cancel_requested_at"],
+                request["cancel_requested_by"],
+                request["cancel_reason"],
+            ).replace("while running", "before it started")
+            if _running(job).update(**_cancelled_changes(message, now)):
+                _announce_cancelled(job.id, job.name, request)
+            continue
+        released += (
+            job_rows()
+            .filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
+            .update(
+                status=JobStatus.PENDING,
+                attempts=F("attempts") - 1,
+                locked_until=None,
+                lock_token=None,
+                worker_id="",
+                started_at=None,
+            )
+        )
+    return released
+
+
+def renew_leases(jobs: Sequence[ClaimedJob], *, until: dt.datetime) -> int:
+    """Extend the leases of these claims, each only while its row is still running under
+    that claim's token: never the lease of a later claim of the row, even one made under
+    the same worker id."""
+    held = _held(jobs)
+    if held is None:
+        return 0
+    return job_rows().filter(held, status=JobStatus.RUNNING).update(locked_until=until)
+
+
+def _held(jobs: Sequence[ClaimedJob]) -> Q | None:
+    """The rows of these claims, each under its own token; None for no claims."""
+    ids_by_token: dict[str, list[int]] = {}
+    for job in jobs:
+        ids_by_token.setdefault(job.token, []).append(job.id)
+    if not ids_by_token:
+        return None
+    return reduce(
+        operator.or_, (Q(lock_token=token, id__in=ids) for token, ids in ids_by_token.items())
+    )
+
+
+def cancel_requested_among(jobs: Sequence[ClaimedJob]) -> set[int]:
+    """The ids of those claims whose cancel was requested (the heartbeat asks)."""
+    held = _held(jobs)
+    if held is None:
+        return set()
+    return set(
+        job_rows()
+        .filter(held, status=JobStatus.RUNNING, cancel_requested_at__isnull=False)
+        .values_list("id", flat=True)
+    )
+
+
+def write_progress(updates: Sequence[tuple[ClaimedJob, dict[str, Any]]]) -> int:
+    """Store the latest progress of running claims (the heartbeat: at most once per
+    beat for each job whose progress changed). Returns the rows written."""
+    return sum(_running(job).update(progress=progress) for job, progress in updates)
+
+
+def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt.datetime) -> bool:
+    """An expired lease: running -> pending, due at once, or -> failed (with
+    ``on_failed``) when no attempt is left. ``row`` holds the columns read by
+    ``maintenance.recover_expired_leases``. False when the row moved on meanwhile.
+    A job whose cancel was requested ends cancelled: it is not run again."""
+    guard = job_rows().filter(id=row["id"], status=JobStatus.RUNNING, lock_token=row["lock_token"])
+    if row.get("cancel_requested_at") is not None:
+        message = cancelled_message(
+            row["cancel_requested_at"], row["cancel_requested_by"], row["cancel_reason"]
+        )
+        if not guard.update(**_cancelled_changes(f"{message} (its lease was lost)", now)):
+            return False
+        _announce_cancelled(row["id"], row["name"], row)
+        return True
+    exc = LeaseLost(_lease_lost_message(row, definition, now))
+    error = describe(exc)
+    final = row["attempts"] >= row["max_attempts"]
+    changes: dict[str, Any] = {
+        "locked_until": None,
+        "lock_token": None,
+        "last_error": error,
+        "traceback": "",  # not an earlier attempt's: a lost lease has none
+        "exception_class_path": class_path(exc),
+    }
+    if final:
+        changes.update(status=JobStatus.FAILED, finished_at=now, active_dedupe_key=None)
+    else:
+        changes.update(status=JobStatus.PENDING, run_at=now)
+    updated = write_failure(guard, changes, row["id"], row["name"])
+    if not updated:
+        return False
+    if not final and signals.job_retrying.receivers:
+        job = job_rows().filter(id=row["id"]).first()
+        signals.send(signals.job_retrying, row["name"], job=job, exc=exc, run_at=now)
+    logger.warning(
+        "Job %s #%s lost its lease: %s",
+        row["name"],
+        row["id"],
+        error,
+        extra={"job_id": row["id"], "job_name": row["name"], "outcome": "lease_lost"},
+    )
+    if final:
+        report_failure(definition, row["id"], exc)
+    return True
+
+
+def _lease_lost_message(
+    row: Mapping[str, Any], definition: JobDefinition | None, now: dt.datetime
+) -> str:
+    attempt = f"attempt {row['attempts']} of {row['max_attempts']}"
+    started = row["started_at"]
+    if definition is not None and started is not None:
+        timeout = definition.effective_timeout
+        if now - started >= dt.timedelta(seconds=timeout):
+            return (
+                f"lease lost: {attempt} was still unfinished past its timeout of {timeout:g}s "
+                "(the handler overran, or its worker stopped)"
+            )
+    holder = row["worker_id"] or "unknown worker"
+    return f"lease lost: {attempt} stopped being renewed by {holder} (worker crashed or stopped)"
