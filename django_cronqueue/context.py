@@ -68,8 +68,14 @@ class JobContext:
             now = time.monotonic()
             if now - self._asked_at >= POLL_INTERVAL:
                 self._asked_at = now
-                if self._ask_database():
-                    self.request_cancel()
+                self.ask_database()
+        return self._cancel.is_set()
+
+    def ask_database(self) -> bool:
+        """Where no worker watches for cancel requests, read the row now (the check
+        before the handler starts: it does not count against the handler's own)."""
+        if not self._cancel.is_set() and self._ask_database is not None and self._ask_database():
+            self.request_cancel()
         return self._cancel.is_set()
 
     def check_cancelled(self) -> None:

@@ -100,7 +100,7 @@ def call(job: ClaimedJob, context: JobContext | None = None) -> Call:
         return Call(job, None)
     if context is None:
         context = new_context(job, ask_database=True)
-    if context.cancel_requested:
+    if context.ask_database():
         error = JobCancelled(f"Job {job.name} #{job.id}: cancelled before it started")
         return Call(job, definition, error=error, context=context)
     signals.send(signals.job_started, job.name, job=job)

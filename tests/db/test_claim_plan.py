@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from django_cronqueue import jobs
 from django_cronqueue.claiming import claim, claim_request, complete_and_claim
 from django_cronqueue.conf import database_alias
 from django_cronqueue.models import Job
@@ -100,6 +101,21 @@ def test_complete_and_claim_walks_the_claim_index(history):
             request(10), [], finished_at=timezone.now(), using=database_alias()
         )
     )
+    scans = scans_of_job_table(explain(statement))
+    assert ("Index Scan", CLAIM_INDEX) in scans or ("Index Only Scan", CLAIM_INDEX) in scans
+    assert all(node_type != "Seq Scan" for node_type, _ in scans), scans
+
+
+def test_with_pauses_in_force_the_claim_is_still_one_statement_on_the_claim_index(history):
+    """Paused queues and names are filtered by the claim statement itself: one
+    statement, still walking the claim index, whatever the pause table holds."""
+    for index in range(20):
+        jobs.pause(queue=f"paused-{index}")
+    jobs.pause(name="testapp.noop")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    statement = captured_claim_statement(lambda: claim(request(10), using=database_alias()))
+    assert "NOT EXISTS" in statement[0]
     scans = scans_of_job_table(explain(statement))
     assert ("Index Scan", CLAIM_INDEX) in scans or ("Index Only Scan", CLAIM_INDEX) in scans
     assert all(node_type != "Seq Scan" for node_type, _ in scans), scans

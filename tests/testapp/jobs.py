@@ -89,3 +89,38 @@ def hangs(key: str, seconds: float) -> None:
 @jobs.job(retries=0)
 def fails_with_value_error(message: str) -> None:
     raise ValueError(message)
+
+
+# --- control of running work (jobs.current(), cancel, snooze, progress) -------------
+
+CONTEXTS_SEEN: list = []
+
+
+@jobs.job
+def reports_context(key: str) -> None:
+    CONTEXTS_SEEN.append(jobs.current())
+
+
+@jobs.job
+async def async_reports_context(key: str) -> None:
+    CONTEXTS_SEEN.append(jobs.current())
+
+
+@jobs.job(retries=3, backoff=lambda attempt: 0, on_failed=remember_failure)
+def cancels_itself(reason: str) -> None:
+    """Asks for its own cancel, as an operator would from elsewhere, then checks."""
+    context = jobs.current()
+    jobs.cancel(context.job_id, reason=reason, by="tests")
+    context.check_cancelled()
+
+
+@jobs.job(retries=3, backoff=lambda attempt: 0)
+def snoozes(seconds: float) -> None:
+    raise jobs.Snooze(seconds=seconds)
+
+
+@jobs.job
+def reports_progress(steps: int) -> None:
+    context = jobs.current()
+    for step in range(1, steps + 1):
+        context.set_progress(step, total=steps, message=f"step {step}")
