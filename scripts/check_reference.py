@@ -42,12 +42,26 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
     from django_cronqueue.models import CronSchedule, Job
 
     found: dict[str, Callable[..., Any]] = {}
-    for name in ("job", "cron", "enqueue", "enqueue_many", "tick", "exponential"):
+    from django_cronqueue.context import JobContext
+
+    for name in (
+        "job",
+        "cron",
+        "enqueue",
+        "enqueue_many",
+        "tick",
+        "exponential",
+        "current",
+        "cancel",
+        "pause",
+        "resume",
+    ):
         found[f"jobs.{name}"] = getattr(jobs, name)
     for cls, names in (
         (JobHandle, ("enqueue", "using")),
         (EnqueueOptions, ("enqueue", "enqueue_many")),
         (Job, ("retry", "cancel", "run_now")),
+        (JobContext, ("check_cancelled", "set_progress")),
         (CronSchedule, ("run_now", "backfill", "pause", "resume")),
     ):
         for name in names:
