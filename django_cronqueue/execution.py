@@ -8,6 +8,7 @@ many rows instead of one per job.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -261,6 +262,12 @@ def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext
         return definition.func(*args, **kwargs)
 
 
+def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` on its loop, from any thread (a loop that has closed is done)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(task.cancel)
+
+
 async def _run_cancellable(
     context: JobContext, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -269,7 +276,7 @@ async def _run_cancellable(
     A CancelledError that escapes the handler then becomes ``jobs.JobCancelled``."""
     loop = asyncio.get_running_loop()
     task = loop.create_task(func(*args, **kwargs))
-    context.on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))
+    context.on_cancel(lambda: _cancel_soon(loop, task))
     try:
         return await task
     except asyncio.CancelledError:

@@ -16,13 +16,14 @@ from django.utils import timezone
 
 from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS, clean_text
-from ..models import Job, JobStatus
+from ..models import FINISHED_STATUSES, Job, JobStatus
 from ..notify import announce_cancel, wake_workers
 from .common import apply_changes, job_rows
 
 logger = logging.getLogger("django_cronqueue")
 
 MAX_CANCELLED_BY_CHARS = 150  # Job.cancel_requested_by
+CANCEL_TRIES = 3
 
 RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
 
@@ -70,26 +71,32 @@ def cancel_job(
     its heartbeat elsewhere); a finished one is left as it is, and the result says so."""
     now = now or timezone.now()
     label = f"Job {job.name} #{job.pk}"
-    if cancel_rows([job.pk], reason, now):
-        apply_changes(job, _cancel_changes(reason, now))
-        return Cancellation(job.pk, "cancelled", f"{label} was pending and is now cancelled.")
-    if request_cancel_rows([job.pk], reason, now, by=by):
-        apply_changes(job, _cancel_request_changes(reason, by, now))
-        return Cancellation(
-            job.pk, "requested", f"{label} is running; its handler was asked to stop."
-        )
-    current = job_rows().filter(pk=job.pk).values("status", "cancel_requested_at").first()
-    if current is None:
-        raise Job.DoesNotExist(f"{label} does not exist (any more).")
-    apply_changes(job, current)
-    if current["status"] == JobStatus.RUNNING:
-        return Cancellation(
-            job.pk,
-            "requested",
-            f"{label} is running; a cancel was already requested at "
-            f"{current['cancel_requested_at'].isoformat()}.",
-        )
-    message = f"{label} has already ended ({current['status']}); cancelling it changes nothing."
+    # A row can move between the two UPDATEs (claimed, or retried and claimed): try
+    # again until one applies or the row is seen finished or already asked.
+    for _ in range(CANCEL_TRIES):
+        if cancel_rows([job.pk], reason, now):
+            apply_changes(job, _cancel_changes(reason, now))
+            return Cancellation(job.pk, "cancelled", f"{label} was pending and is now cancelled.")
+        if request_cancel_rows([job.pk], reason, now, by=by):
+            apply_changes(job, _cancel_request_changes(reason, by, now))
+            return Cancellation(
+                job.pk, "requested", f"{label} is running; its handler was asked to stop."
+            )
+        current = job_rows().filter(pk=job.pk).values("status", "cancel_requested_at").first()
+        if current is None:
+            raise Job.DoesNotExist(f"{label} does not exist (any more).")
+        apply_changes(job, dict(current))
+        requested_at = current["cancel_requested_at"]
+        if current["status"] == JobStatus.RUNNING and requested_at is not None:
+            return Cancellation(
+                job.pk,
+                "requested",
+                f"{label} is running; a cancel was already requested at "
+                f"{requested_at.isoformat()}.",
+            )
+        if current["status"] in FINISHED_STATUSES:
+            break
+    message = f"{label} has already ended ({job.status}); cancelling it changes nothing."
     logger.info(message, extra={"job_id": job.pk, "job_name": job.name})
     return Cancellation(job.pk, "finished", message)
 

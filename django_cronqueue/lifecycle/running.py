@@ -180,9 +180,10 @@ def complete_snooze(
     return Outcome.SNOOZED
 
 
-def cancelled_message(at: dt.datetime, by: str, reason: str) -> str:
+def cancelled_message(at: dt.datetime | None, by: str, reason: str) -> str:
     """The ``last_error`` of a job cancelled while it ran: who asked, when, and why."""
-    text = f"cancelled while running: cancel requested by {by or 'code'} at {at.isoformat()}"
+    when = at.isoformat() if at is not None else "an unknown time"
+    text = f"cancelled while running: cancel requested by {by or 'code'} at {when}"
     return f"{text}: {reason}" if reason else text
 
 
