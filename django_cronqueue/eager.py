@@ -5,7 +5,8 @@ Django Tasks backend, ``CronSchedule.run_now``) checks the payload and writes th
 as usual, then at once claims that row and runs its handler in the calling thread,
 through the same code a worker uses: the row ends ``succeeded`` or ``failed``, signals
 are sent and ``on_failed`` is called. A failing job runs all its attempts back to back,
-without the backoff delays. ``run_at``/``delay`` are ignored: the job runs now.
+without the backoff delays. ``run_at``/``delay`` are ignored: the job runs now. A handler
+that raises ``jobs.Snooze`` leaves its row pending, due at the snooze's end.
 Inside ``transaction.atomic()`` the handler runs inside the caller's transaction.
 
 Not for production: it turns every enqueue into a synchronous call.
@@ -23,6 +24,7 @@ from django.utils import timezone
 from .claiming import claim_one
 from .conf import database_alias
 from .execution import run_claimed
+from .lifecycle import Outcome
 from .models import Job, JobStatus
 
 
@@ -38,7 +40,9 @@ def run_eagerly(job: Job) -> Job:
         claimed = claim_one(job.pk, worker_id=worker_id())
         if claimed is None:  # not pending any more (e.g. the handler cancelled it)
             break
-        run_claimed(claimed, timezone.now)
+        _, outcome = run_claimed(claimed, timezone.now)
+        if outcome == Outcome.SNOOZED:  # it asked to run later: it stays pending till then
+            break
         status = Job.objects.using(using).filter(pk=job.pk).values_list("status", flat=True)
         if status.first() != JobStatus.PENDING:
             break

@@ -418,3 +418,10 @@ def test_a_pause_does_not_stop_enqueue_nor_running_jobs():
     job = test_jobs.record.enqueue(key="k")
     assert job.status == "pending"
     assert lifecycle.complete_success(claimed, now=timezone.now())
+
+
+def test_in_eager_mode_a_snoozed_job_stays_pending_until_its_snooze_ends(settings):
+    settings.CRONQUEUE = {"EAGER": True}
+    job = test_jobs.snoozes.enqueue(seconds=60)
+    assert (job.status, job.attempts, job.snoozes) == ("pending", 0, 1)
+    assert job.run_at > timezone.now() + dt.timedelta(seconds=50)
