@@ -1,5 +1,6 @@
 """Operator actions on many jobs at once: ``retry_jobs``, ``cancel_jobs`` and
-``run_jobs_now`` (the admin's list actions, "select all" included).
+``run_jobs_now`` (the admin's list actions, "select all" included). ``cancel_jobs``
+cancels the pending jobs and asks the handlers of the running ones to stop.
 
 They read the jobs of a queryset ``BATCH_SIZE`` at a time, in id order (one keyset query
 per batch, never a Job object), set aside those in a status the action does not apply
@@ -58,6 +59,11 @@ class BulkOutcome:
     dedupe_key_taken: Tally = field(default_factory=Tally)
     #: Applicable when read, but changed (by a worker, say) or deleted before the UPDATE.
     changed_meanwhile: Tally = field(default_factory=Tally)
+    #: Cancel only: running jobs whose handlers were asked to stop (``changed`` counts
+    #: the pending jobs that were cancelled).
+    requested: Tally = field(default_factory=Tally)
+    #: Cancel only: running jobs whose cancel had been requested before.
+    already_requested: Tally = field(default_factory=Tally)
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class _Row:
     status: str
     name: str
     dedupe_key: str | None
+    cancel_requested_at: dt.datetime | None
 
 
 def retry_jobs(
@@ -98,17 +105,48 @@ def cancel_jobs(
     jobs: QuerySet[Job],
     *,
     reason: str = "",
+    by: str = "",
     now: dt.datetime | None = None,
     batch_size: int = BATCH_SIZE,
 ) -> BulkOutcome:
-    """``lifecycle.cancel`` every pending job of ``jobs``, ``batch_size`` rows per UPDATE."""
+    """Cancel every pending job of ``jobs`` and ask the handlers of its running jobs to
+    stop (``lifecycle.cancel_rows`` and ``request_cancel_rows``, as ``jobs.cancel()``
+    does one job), ``batch_size`` rows per UPDATE. ``by`` says who asked: it is
+    recorded with a running job's request, and in a pending job's ``last_error``."""
     now = now or timezone.now()
 
     def update(rows: list[_Row], outcome: BulkOutcome) -> None:
-        ids = [row.id for row in rows]
-        _count(outcome, ids, lifecycle.cancel_rows(ids, reason, now))
+        pending = [row.id for row in rows if row.status == JobStatus.PENDING]
+        _cancel_pending(outcome, pending, reason, by, now)
+        running = [row for row in rows if row.status == JobStatus.RUNNING]
+        outcome.already_requested.add([row.id for row in running if row.cancel_requested_at])
+        ask = [row.id for row in running if row.cancel_requested_at is None]
+        asked = lifecycle.request_cancel_rows(ask, reason, now, by=by)
+        _count(outcome, ask, asked, into=outcome.requested)
 
-    return _in_batches(jobs, (JobStatus.PENDING,), update, batch_size)
+    return _in_batches(jobs, (JobStatus.PENDING, JobStatus.RUNNING), update, batch_size)
+
+
+def _cancel_pending(
+    outcome: BulkOutcome, ids: list[int], reason: str, by: str, now: dt.datetime
+) -> None:
+    """Cancel the rows ``ids``, read pending; those claimed since are asked to stop, as
+    ``jobs.cancel()`` does."""
+    cancelled = lifecycle.cancel_rows(ids, cancel_text(reason, by), now)
+    if cancelled == len(ids):
+        outcome.changed.add(ids)
+        return
+    asked = lifecycle.request_cancel_rows(ids, reason, now, by=by)
+    outcome.changed.add_unnamed(cancelled)
+    outcome.requested.add_unnamed(asked)
+    outcome.changed_meanwhile.add_unnamed(len(ids) - cancelled - asked)
+
+
+def cancel_text(reason: str, by: str) -> str:
+    """The ``last_error`` of a pending job cancelled by ``by`` for ``reason``."""
+    if not by:
+        return reason
+    return f"cancelled by {by}: {reason}" if reason else f"cancelled by {by}"
 
 
 def run_jobs_now(
@@ -151,7 +189,9 @@ def _in_batches(
 def _batches(jobs: QuerySet[Job], size: int) -> Iterator[list[_Row]]:
     if size < 1:
         raise ValueError(f"batch_size must be at least 1, got {size!r}.")
-    rows = jobs.order_by("pk").values_list("pk", "status", "name", "dedupe_key")
+    rows = jobs.order_by("pk").values_list(
+        "pk", "status", "name", "dedupe_key", "cancel_requested_at"
+    )
     after: int | None = None
     while True:
         page = rows if after is None else rows.filter(pk__gt=after)
@@ -190,10 +230,14 @@ def _split_by_dedupe_key(rows: list[_Row]) -> tuple[list[int], list[int]]:
     return free, taken
 
 
-def _count(outcome: BulkOutcome, ids: list[int], updated: int) -> None:
-    """Record an UPDATE of the rows ``ids`` that changed ``updated`` of them."""
+def _count(
+    outcome: BulkOutcome, ids: list[int], updated: int, *, into: Tally | None = None
+) -> None:
+    """Record an UPDATE of the rows ``ids`` that changed ``updated`` of them (in
+    ``outcome.changed``, or in ``into``)."""
+    changed = outcome.changed if into is None else into
     if updated == len(ids):
-        outcome.changed.add(ids)
+        changed.add(ids)
     else:  # some changed since they were read; which ones, the UPDATE does not say
-        outcome.changed.add_unnamed(updated)
+        changed.add_unnamed(updated)
         outcome.changed_meanwhile.add_unnamed(len(ids) - updated)

@@ -85,15 +85,48 @@ def test_retry_jobs_goes_row_by_row_when_a_key_is_taken_after_it_was_checked(mon
 def test_cancel_jobs_cancels_the_pending_jobs_with_the_reason():
     pending = JobFactory.create_batch(3, dedupe_key=None)
     keyed = JobFactory(dedupe_key="d", active_dedupe_key="d")
-    running = JobFactory(status="running")
+    failed = JobFactory(status="failed")
     now = timezone.now()
     outcome = bulk.cancel_jobs(Job.objects.all(), reason="bad\x00 batch", now=now)
     assert outcome.changed.count == 4
-    assert outcome.not_applicable == {"running": bulk.Tally(1, [running.pk])}
+    assert outcome.not_applicable == {"failed": bulk.Tally(1, [failed.pk])}
     rows = Job.objects.filter(pk__in=[job.pk for job in [*pending, keyed]]).values_list(
         "status", "finished_at", "last_error", "active_dedupe_key"
     )
     assert set(rows) == {("cancelled", now, "bad\\x00 batch", None)}
+
+
+def test_cancel_jobs_asks_the_running_jobs_to_stop_and_records_who_asked():
+    pending = JobFactory()
+    running = JobFactory.create_batch(2, status="running", attempts=1)
+    asked_before = JobFactory(
+        status="running", cancel_requested_at=timezone.now(), cancel_requested_by="earlier"
+    )
+    now = timezone.now()
+    outcome = bulk.cancel_jobs(Job.objects.all(), reason="duplicate", by="ops (admin)", now=now)
+    assert outcome.changed == bulk.Tally(1, [pending.pk])
+    assert outcome.requested == bulk.Tally(2, [job.pk for job in running])
+    assert outcome.already_requested == bulk.Tally(1, [asked_before.pk])
+    assert outcome.not_applicable == {}
+    rows = Job.objects.filter(pk__in=[job.pk for job in running]).values_list(
+        "status", "cancel_requested_at", "cancel_requested_by", "cancel_reason"
+    )
+    assert set(rows) == {("running", now, "ops (admin)", "duplicate")}
+    assert Job.objects.get(pk=asked_before.pk).cancel_requested_by == "earlier"
+    assert Job.objects.get(pk=pending.pk).last_error == "cancelled by ops (admin): duplicate"
+
+
+@pytest.mark.parametrize(
+    ("reason", "by", "text"),
+    [
+        ("", "", ""),  # lifecycle then writes "cancelled"
+        ("duplicate", "", "duplicate"),
+        ("", "ops (admin)", "cancelled by ops (admin)"),
+        ("duplicate", "ops (admin)", "cancelled by ops (admin): duplicate"),
+    ],
+)
+def test_the_last_error_of_a_cancelled_pending_job(reason, by, text):
+    assert bulk.cancel_text(reason, by) == text
 
 
 def test_run_jobs_now_makes_the_pending_jobs_due():
@@ -108,21 +141,39 @@ def test_run_jobs_now_makes_the_pending_jobs_due():
     assert Job.objects.get(pk=failed.pk).run_at == later
 
 
-def test_a_job_that_changed_after_it_was_read_is_counted_as_such(monkeypatch):
-    """Between reading a batch and its UPDATE a worker claims a job: the UPDATE, guarded
-    by status, leaves it alone, and the outcome counts it."""
-    claimed, other = JobFactory.create_batch(2)
+def read_then(change, monkeypatch):
+    """Between reading each batch and its UPDATE, ``change()`` happens (a worker)."""
     read = bulk._batches
 
-    def read_then_claim(jobs, size):
+    def read_then_change(jobs, size):
         for batch in read(jobs, size):
-            Job.objects.filter(pk=claimed.pk).update(status="running")
+            change()
             yield batch
 
-    monkeypatch.setattr(bulk, "_batches", read_then_claim)
+    monkeypatch.setattr(bulk, "_batches", read_then_change)
+
+
+def test_a_job_that_changed_after_it_was_read_is_counted_as_such(monkeypatch):
+    """Between reading a batch and its UPDATE a worker runs a job to its end: the UPDATE,
+    guarded by status, leaves it alone, and the outcome counts it."""
+    done, other = JobFactory.create_batch(2)
+    read_then(lambda: Job.objects.filter(pk=done.pk).update(status="succeeded"), monkeypatch)
     outcome = bulk.cancel_jobs(Job.objects.all())
     assert (outcome.changed.count, outcome.changed_meanwhile.count) == (1, 1)
+    assert outcome.requested.count == 0
+    assert statuses([done, other]) == {done.pk: "succeeded", other.pk: "cancelled"}
+
+
+def test_a_pending_job_claimed_after_it_was_read_is_asked_to_stop(monkeypatch):
+    """As ``jobs.cancel()`` does: a job that a worker claimed meanwhile is running, so
+    its handler is asked to stop."""
+    claimed, other = JobFactory.create_batch(2)
+    read_then(lambda: Job.objects.filter(pk=claimed.pk).update(status="running"), monkeypatch)
+    outcome = bulk.cancel_jobs(Job.objects.all(), by="ops")
+    assert (outcome.changed.count, outcome.requested.count) == (1, 1)
+    assert outcome.changed_meanwhile.count == 0
     assert statuses([claimed, other]) == {claimed.pk: "running", other.pk: "cancelled"}
+    assert Job.objects.get(pk=claimed.pk).cancel_requested_by == "ops"
 
 
 def test_a_batch_size_below_one_is_refused():
@@ -136,6 +187,7 @@ def test_a_batch_size_below_one_is_refused():
         (bulk.retry_jobs, "failed", False),
         (bulk.retry_jobs, "cancelled", True),
         (bulk.cancel_jobs, "pending", False),
+        (bulk.cancel_jobs, "running", False),
         (bulk.run_jobs_now, "pending", False),
     ],
 )
@@ -148,6 +200,6 @@ def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
     )
     with CaptureQueriesContext(connection) as captured:
         outcome = action(Job.objects.all())
-    assert outcome.changed.count == 3000
+    assert outcome.changed.count + outcome.requested.count == 3000
     batches = 3000 // bulk.BATCH_SIZE
     assert len(captured) <= batches * 5 + 2, "\n".join(q["sql"][:120] for q in captured)
