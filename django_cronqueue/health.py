@@ -3,8 +3,10 @@ cronqueue_status`` prints and what its ``--check`` probes.
 
 ``collect(now)`` gathers the facts of the read model (``observe``) into a ``StatusReport``:
 job counts per status and name, the oldest due pending job, every cron schedule with its
-next run and whether it is overdue, and the workers with their heartbeats.
-``problems(report, ...)`` turns it into the reasons a health probe should fail.
+next run and whether it is overdue, the workers with their heartbeats, the running jobs
+with their progress and cancel requests, and the pauses of queues and job names.
+``problems(report, ...)`` turns it into the reasons a health probe should fail; jobs
+that a pause holds back wait on purpose, so they do not count as waiting too long.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from .observe import (
     DEFAULT_SCHEDULE_GRACE,
     LIVE_WORKER_LEASES,
     OldestPending,
+    PauseState,
+    RunningJob,
     ScheduleStatus,
     WorkerStatus,
 )
@@ -32,6 +36,8 @@ __all__ = [
     "DEFAULT_MAX_PENDING_AGE",
     "DEFAULT_SCHEDULE_GRACE",
     "OldestPending",
+    "PauseState",
+    "RunningJob",
     "ScheduleStatus",
     "StatusReport",
     "WorkerStatus",
@@ -52,7 +58,15 @@ class StatusReport:
     lease: float
     schedule_grace: float
     max_clock_skew: float  # a worker's clock further off the database's claims nothing
+    running: list[RunningJob] = field(default_factory=list)  # the longest running first
+    pauses: list[PauseState] = field(default_factory=list)
+    # the due pending row waiting longest that no pause holds back (what --check judges)
+    oldest_unpaused_pending: OldestPending | None = None
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def pauses_in_force(self) -> list[PauseState]:
+        return [pause for pause in self.pauses if pause.in_force]
 
     @property
     def live_workers(self) -> list[WorkerStatus]:
@@ -93,6 +107,9 @@ def collect(
         lease=lease,
         schedule_grace=schedule_grace,
         max_clock_skew=max_clock_skew(),
+        running=observe.running_jobs(),
+        pauses=observe.pauses(now),
+        oldest_unpaused_pending=observe.oldest_pending(now, skip_paused=True),
     )
 
 
@@ -108,8 +125,8 @@ def problems(
     - a live worker's clock is off the database's by more than ``MAX_CLOCK_SKEW`` (it
       refuses to claim);
     - a schedule is overdue;
-    - the oldest due pending job has waited more than ``max_pending_age`` seconds
-      (None turns this off).
+    - the oldest due pending job that no pause holds back has waited more than
+      ``max_pending_age`` seconds (None turns this off).
     """
     found = []
     alive = len(report.live_workers)
@@ -133,11 +150,12 @@ def problems(
             f"({schedule.overdue_seconds:.0f}s ago, grace {report.schedule_grace:g}s); "
             "is a runjobs process with the scheduler running?"
         )
-    oldest = report.oldest_pending
+    oldest = report.oldest_unpaused_pending
     if max_pending_age is not None and oldest is not None and oldest.age_seconds > max_pending_age:
         found.append(
             f"the oldest due pending job ({oldest.name} #{oldest.id}, queue {oldest.queue}) "
-            f"has waited {oldest.age_seconds:.0f}s, over --max-pending-age {max_pending_age:g}s."
+            f"has waited {oldest.age_seconds:.0f}s, over --max-pending-age {max_pending_age:g}s"
+            f"{' (jobs held back by a pause are not counted)' if report.pauses_in_force else ''}."
         )
     return found
 

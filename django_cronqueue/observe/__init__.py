@@ -2,9 +2,11 @@
 
 Counts per status and name (exact, or capped so that they stay cheap on millions of rows),
 the oldest due pending job, the workers and which of them are live, the cron schedules
-with their next runs and whether they are overdue, queue depths and the outcomes of each
-hour. The admin (its job list, schedule list and dashboard), ``cronqueue_status`` and
-``cronqueue_schedules`` all read these functions, so they cannot disagree.
+with their next runs and whether they are overdue, queue depths, the outcomes of each
+hour, and the control of running work (``control``: running jobs with their progress and
+cancel requests, the pauses of queues and job names). The admin (its job list, schedule
+list and dashboard), ``cronqueue_status`` and ``cronqueue_schedules`` all read these
+functions, so they cannot disagree.
 
 Every function here reads; none changes a row. Each is one query (or a fixed handful),
 whatever the number of rows. A ``now`` is always passed in, never read here, so callers
@@ -40,6 +42,21 @@ from .base import (
     jobs,
     schedules,
 )
+from .control import (
+    RUNNING_SHOWN,
+    PauseState,
+    PauseTarget,
+    PauseTargets,
+    Progress,
+    RunningJob,
+    held_by_pause,
+    number,
+    pause_targets,
+    pauses,
+    pauses_holding,
+    progress_of,
+    running_jobs,
+)
 from .cron_schedules import (
     ScheduleRow,
     ScheduleStatus,
@@ -60,6 +77,7 @@ __all__ = [
     "HOURS",
     "LIVE_WORKER_LEASES",
     "MAX_CHOICES",
+    "RUNNING_SHOWN",
     "UTC",
     "ZERO",
     "HourOutcomes",
@@ -67,7 +85,12 @@ __all__ = [
     "LiveWorker",
     "NameOutcomes",
     "OldestPending",
+    "PauseState",
+    "PauseTarget",
+    "PauseTargets",
+    "Progress",
     "QueueDepth",
+    "RunningJob",
     "ScheduleRow",
     "ScheduleStatus",
     "WorkerStatus",
@@ -83,15 +106,22 @@ __all__ = [
     "distinct_values",
     "estimated_count",
     "failed_since",
+    "held_by_pause",
     "hour_floor",
     "hourly_outcomes",
     "jobs",
     "live_window",
     "live_workers",
     "next_runs",
+    "number",
     "oldest_pending",
     "oldest_pending_by_queue",
+    "pause_targets",
+    "pauses",
+    "pauses_holding",
+    "progress_of",
     "queue_depths",
+    "running_jobs",
     "schedule_overview",
     "schedule_statuses",
     "schedules",
@@ -255,9 +285,11 @@ def _due(now: dt.datetime) -> QuerySet[Job]:
     return jobs().filter(status=JobStatus.PENDING, run_at__lte=now)
 
 
-def oldest_pending(now: dt.datetime) -> OldestPending | None:
-    """The due pending job that has waited the longest (None when nothing is due)."""
-    row = _due(now).order_by("run_at", "pk").values_list("pk", "name", "queue", "run_at").first()
+def oldest_pending(now: dt.datetime, *, skip_paused: bool = False) -> OldestPending | None:
+    """The due pending job that has waited the longest (None when nothing is due); with
+    ``skip_paused``, among those no pause in force holds back (what workers may claim)."""
+    due = _due(now).exclude(held_by_pause(now)) if skip_paused else _due(now)
+    row = due.order_by("run_at", "pk").values_list("pk", "name", "queue", "run_at").first()
     if row is None:
         return None
     pk, name, queue, run_at = row

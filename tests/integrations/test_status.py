@@ -183,6 +183,77 @@ def test_a_row_without_code_falls_back_to_its_stored_next_run():
     assert (schedule.defined, schedule.overdue) == (False, True)
 
 
+# --- running jobs and pauses --------------------------------------------------------
+
+
+def progress(done, total, message):
+    return {"done": done, "total": total, "message": message, "at": NOW.isoformat()}
+
+
+def test_running_jobs_with_their_progress_and_cancel_requests():
+    first = JobFactory(
+        name="testapp.noop",
+        status="running",
+        started_at=NOW - dt.timedelta(minutes=5),
+        progress=progress(3, 10, "chunk 3"),
+    )
+    second = JobFactory(
+        status="running",
+        started_at=NOW - dt.timedelta(minutes=1),
+        cancel_requested_at=NOW,
+        cancel_requested_by="ops (admin)",
+    )
+    JobFactory(status="pending", progress=progress(1, 2, "left over"))  # not running
+
+    report = health.collect(NOW)
+
+    assert [job.id for job in report.running] == [first.pk, second.pk]
+    assert report.running[0].progress.describe() == "3/10 (30%): chunk 3"
+    assert report.running[1].progress is None
+    assert report.running[1].cancel_requested_by == "ops (admin)"
+
+
+def test_pauses_in_force_and_ended():
+    jobs.pause(queue="emails", reason="SMTP down", by="ops")
+    jobs.pause(name="testapp.noop", until=NOW - dt.timedelta(minutes=1))  # ended
+
+    report = health.collect(NOW)
+
+    assert [(p.target, p.in_force) for p in report.pauses] == [
+        ("job testapp.noop", False),
+        ("queue emails", True),
+    ]
+    assert [p.target for p in report.pauses_in_force] == ["queue emails"]
+    assert report.pauses[1].paused_by == "ops"
+
+
+def test_jobs_held_back_by_a_pause_do_not_count_as_waiting_too_long():
+    WorkerFactory(last_seen=NOW)
+    held = JobFactory(queue="emails", run_at=NOW - dt.timedelta(hours=1))
+    jobs.pause(queue="emails")
+    report = health.collect(NOW)
+    assert report.oldest_pending.id == held.pk  # still shown as the oldest
+    assert report.oldest_unpaused_pending is None
+    assert health.problems(report) == []
+
+    late = JobFactory(queue="default", run_at=NOW - dt.timedelta(minutes=10))
+    [problem] = health.problems(health.collect(NOW))
+    assert problem == (
+        f"the oldest due pending job (testapp.record #{late.pk}, queue default) has waited "
+        "600s, over --max-pending-age 300s (jobs held back by a pause are not counted)."
+    )
+    jobs.resume(queue="emails")
+    assert health.collect(NOW).oldest_unpaused_pending.id == held.pk
+
+
+def test_a_pause_of_a_job_name_that_has_ended_holds_nothing_back():
+    held = JobFactory(name="testapp.noop", run_at=NOW - dt.timedelta(hours=1))
+    jobs.pause(name="testapp.noop", until=NOW + dt.timedelta(minutes=5))
+    assert health.collect(NOW).oldest_unpaused_pending is None
+    later = NOW + dt.timedelta(minutes=6)
+    assert health.collect(later).oldest_unpaused_pending.id == held.pk
+
+
 # --- problems -----------------------------------------------------------------------
 
 
@@ -286,6 +357,63 @@ def test_command_text():
     assert "Oldest due pending job: none" in out
     assert "Workers: 1 alive, 0 not seen lately" in out
     assert "web-1:42:abcdef  alive" in out
+
+
+def test_command_text_shows_running_jobs_and_pauses(monkeypatch):
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    JobFactory(
+        name="testapp.noop",
+        status="running",
+        started_at=NOW - dt.timedelta(seconds=40),
+        progress=progress(3, 10, "chunk\n3 \x1b[31mred"),
+        cancel_requested_at=timezone.now(),
+        cancel_requested_by="ops (admin)",
+    )
+    jobs.pause(queue="emails", reason="SMTP\ndown", by="ops (admin)")
+    out, _ = run_status()
+    job_line = next(line for line in out.splitlines() if "testapp.noop #" in line)
+    assert "Running jobs (1):" in out
+    assert "started 40s ago  progress 3/10 (30%): chunk 3 [31mred" in job_line
+    assert job_line.endswith("[cancel requested by ops (admin)]")
+    assert "\x1b" not in out
+    assert "Paused (1):\n  queue emails  until resumed  by ops (admin): SMTP down\n" in out
+
+
+def test_command_text_without_running_jobs_or_pauses():
+    out, _ = run_status()
+    assert "Running jobs (0):\n" in out
+    assert "Paused: nothing\n" in out
+
+
+def test_command_text_says_when_it_shows_only_the_longest_running(monkeypatch):
+    from django_cronqueue import observe
+
+    monkeypatch.setattr(observe, "running_jobs", lambda: observe.control.running_jobs(limit=2))
+    JobFactory.create_batch(3, status="running", started_at=timezone.now())
+    out, _ = run_status()
+    assert "Running jobs (3, the 2 oldest):" in out
+
+
+def test_command_json_has_running_jobs_and_pauses():
+    job = JobFactory(status="running", started_at=NOW, progress=progress(1, 4, "a"))
+    until = timezone.now() + dt.timedelta(hours=1)
+    jobs.pause(name="testapp.noop", until=until, reason="later")
+    document = json.loads(run_status("--json")[0])
+    [running] = document["running"]
+    assert running["id"] == job.pk
+    assert running["progress"] == {
+        "done": 1.0,
+        "total": 4.0,
+        "message": "a",
+        "at": NOW.isoformat(),
+    }
+    assert running["cancel_requested_at"] is None
+    [pause] = document["pauses"]
+    assert pause["name"] == "testapp.noop"
+    assert pause["queue"] == ""
+    assert pause["until"] == until.isoformat()
+    assert (pause["reason"], pause["in_force"]) == ("later", True)
+    assert document["oldest_unpaused_pending"] is None
 
 
 def test_command_check_passes_on_a_healthy_queue():

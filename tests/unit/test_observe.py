@@ -2,6 +2,8 @@
 
 import datetime as dt
 
+import pytest
+
 from django_cronqueue import observe
 
 UTC = dt.timezone.utc
@@ -45,3 +47,55 @@ def test_oldest_pending_age_as_a_timedelta():
 def test_liveness_is_three_leases():
     assert observe.LIVE_WORKER_LEASES == 3
     assert observe.live_window(10) == 30
+
+
+# --- progress (Job.progress, written by the worker) --------------------------------
+
+
+def test_progress_is_read_from_what_set_progress_writes():
+    progress = observe.progress_of(
+        {"done": 3, "total": 10, "message": "chunk 3", "at": "2026-03-02T12:10:30+00:00"}
+    )
+    assert progress == observe.Progress(3.0, 10.0, "chunk 3", NOW.replace(second=30))
+    assert (progress.fraction, progress.percent) == (0.3, 30)
+    assert progress.describe() == "3/10 (30%): chunk 3"
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "percent"),
+    [
+        ({"done": 1200, "total": None, "message": ""}, "1,200 done", None),
+        ({"done": 2.5, "total": 4, "message": "x"}, "2.5/4 (62%): x", 62),
+        ({"done": 12, "total": 10, "message": ""}, "12/10 (100%)", 100),  # clamped
+        ({"done": -1, "total": 10, "message": ""}, "-1/10 (0%)", 0),
+        ({"done": 3, "total": 0, "message": ""}, "3/0", None),
+        ({"done": 1, "total": 3, "message": 7}, "1/3 (33%)", 33),  # not a string: dropped
+    ],
+)
+def test_progress_describes_itself(value, text, percent):
+    progress = observe.progress_of(value)
+    assert progress.describe() == text
+    assert progress.percent == percent
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        [],
+        "3/10",
+        {},
+        {"done": "3"},
+        {"done": True, "total": 10},
+        {"done": float("nan")},
+        {"done": 1, "total": "10"},
+        {"done": 1, "total": float("inf")},
+    ],
+)
+def test_anything_else_is_no_progress(value):
+    assert observe.progress_of(value) is None
+
+
+@pytest.mark.parametrize("at", ["yesterday", "2026-13-45T99:00", 17, None])
+def test_an_unreadable_instant_is_unknown(at):
+    assert observe.progress_of({"done": 1, "total": 2, "at": at}).at is None

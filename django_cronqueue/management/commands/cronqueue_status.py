@@ -17,13 +17,20 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line, without control characters (a terminal's escape sequences):
+    progress messages and reasons are written by code and operators."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
 class Command(BaseCommand):
     help = (
         "Show the state of the job queue: jobs per status and name, the oldest due "
-        "pending job, cron schedules and their next runs, live workers. With --check, "
-        "exit non-zero when no worker is alive, a live worker's clock is off the "
-        "database's by more than MAX_CLOCK_SKEW, a schedule is overdue or the oldest "
-        "pending job is too old (a health probe)."
+        "pending job, the running jobs and their progress, paused queues and job names, "
+        "cron schedules and their next runs, live workers. With --check, exit non-zero "
+        "when no worker is alive, a live worker's clock is off the database's by more "
+        "than MAX_CLOCK_SKEW, a schedule is overdue or the oldest due pending job that "
+        "no pause holds back is too old (a health probe)."
     )
     requires_system_checks: list[str] = []
 
@@ -42,7 +49,8 @@ class Command(BaseCommand):
             default=DEFAULT_MAX_PENDING_AGE,
             metavar="S",
             help="--check fails when the oldest due pending job has waited longer than "
-            f"this many seconds (default {DEFAULT_MAX_PENDING_AGE:g}).",
+            f"this many seconds (default {DEFAULT_MAX_PENDING_AGE:g}); jobs of a paused "
+            "queue or job name are not counted.",
         )
         parser.add_argument(
             "--schedule-grace",
@@ -105,6 +113,8 @@ class Command(BaseCommand):
                 f"Oldest due pending job: {oldest.name} #{oldest.id} (queue {oldest.queue}), "
                 f"waiting {oldest.age_seconds:.0f}s"
             )
+        self._print_running(report)
+        self._print_pauses(report)
         write(f"Cron schedules ({len(report.schedules)}):")
         for schedule in report.schedules:
             state = (
@@ -135,3 +145,30 @@ class Command(BaseCommand):
             )
         if checked and not report.problems:
             write("OK")
+
+    def _print_running(self, report: StatusReport) -> None:
+        running = report.counts.get("running", 0)
+        shown = "" if len(report.running) >= running else f", the {len(report.running)} oldest"
+        self.stdout.write(f"Running jobs ({running}{shown}):")
+        for job in report.running:
+            age = (
+                f"started {(report.now - job.started_at).total_seconds():.0f}s ago"
+                if job.started_at
+                else "not started"
+            )
+            progress = f"  progress {one_line(job.progress.describe())}" if job.progress else ""
+            cancel = (
+                f"  [cancel requested by {one_line(job.cancel_requested_by) or 'code'}]"
+                if job.cancel_requested_at
+                else ""
+            )
+            self.stdout.write(f"  {job.name} #{job.id}  queue {job.queue}  {age}{progress}{cancel}")
+
+    def _print_pauses(self, report: StatusReport) -> None:
+        in_force = report.pauses_in_force
+        self.stdout.write(f"Paused ({len(in_force)}):" if in_force else "Paused: nothing")
+        for pause in in_force:
+            until = f"until {pause.until.isoformat()}" if pause.until else "until resumed"
+            by = f"  by {one_line(pause.paused_by)}" if pause.paused_by else ""
+            reason = f": {one_line(pause.reason)}" if pause.reason else ""
+            self.stdout.write(f"  {pause.target}  {until}{by}{reason}")
