@@ -1,8 +1,9 @@
-"""The Django admin for jobs and cron schedules, and the queue dashboard.
+"""The Django admin for jobs, cron schedules and pauses, and the queue dashboard.
 
-Operators see and steer; they never edit a row. Every state change is a CSRF-protected
-POST that needs the ``change_job`` (or ``change_cronschedule``) permission and goes
-through the library's own methods (``actions``). Every text shown is escaped
+Operators see and steer; they never edit a job or schedule row. Every state change is a
+CSRF-protected POST that needs the ``change_job`` (or ``change_cronschedule``) permission
+and goes through the library's own methods (``actions``; pauses are added, changed and
+deleted through ``jobs.pause()`` and ``jobs.resume()``). Every text shown is escaped
 (``format_html`` and templates). The job list stays fast on millions of rows: constant
 query count, one aggregate for the status counts, and no COUNT(*) over the whole table
 (``filters``). Every fact shown is read from ``django_cronqueue.observe``.
@@ -10,11 +11,13 @@ query count, one aggregate for the status counts, and no COUNT(*) over the whole
 
 from django.contrib import admin
 
-from ..models import CronSchedule, Job
+from ..models import CronSchedule, Job, Pause
 from .jobs import JobAdmin
+from .pauses import PauseAdmin
 from .schedules import CronScheduleAdmin
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(CronSchedule, CronScheduleAdmin)
+admin.site.register(Pause, PauseAdmin)
 
-__all__ = ["CronScheduleAdmin", "JobAdmin"]
+__all__ = ["CronScheduleAdmin", "JobAdmin", "PauseAdmin"]

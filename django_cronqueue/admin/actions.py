@@ -28,6 +28,7 @@ from typing import Generic, TypeVar
 
 from django.contrib import messages
 from django.db.models import Model
+from django.http import HttpRequest
 
 from ..bulk import Tally
 from .renderers import listing, plural
@@ -87,6 +88,11 @@ class Outcome(Generic[M]):
         return sum(len(objects) for objects in self.skipped.values())
 
 
+def by_whom(request: HttpRequest) -> str:
+    """Who acts, as cancel requests and pauses record it: ``ops (admin)``."""
+    return f"{request.user.get_username()} (admin)"
+
+
 def each(objects: Iterable[M], step: Callable[[M, Outcome[M]], None]) -> Outcome[M]:
     """Apply ``step`` to each object; it records what it did in the outcome."""
     outcome: Outcome[M] = Outcome()
@@ -132,12 +138,16 @@ def messages_of(action: Action, noun: Noun[M], outcome: Outcome[M]) -> list[tupl
 
 
 def summary_messages(
-    action: Action, word: str, changed: Tally, skipped: list[tuple[str, Tally]]
+    changes: list[tuple[Action, str, Tally]], skipped: list[tuple[str, Tally]], word: str
 ) -> list[tuple[str, int]]:
-    """One message for what changed, one per reason (with some skipped) for the rest."""
-    found = []
-    if changed.count:
-        found.append((done_message(action, word, changed), messages.SUCCESS))
+    """One message per kind of change (its action, the word for its objects, how many:
+    "Retried 2 jobs: #1, #2."), one per reason (with some skipped) for the rest, all in
+    terms of ``word`` ("job")."""
+    found = [
+        (done_message(action, noun, tally), messages.SUCCESS)
+        for action, noun, tally in changes
+        if tally.count
+    ]
     for reason, tally in skipped:
         if tally.count:
             found.append(

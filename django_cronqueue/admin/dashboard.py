@@ -1,6 +1,7 @@
 """The queue dashboard: status counts, the outcomes of each hour per job name as
-server-rendered SVG bar charts, queue depth, the oldest due pending job, live workers
-and the next runs of every schedule (for users who may view schedules).
+server-rendered SVG bar charts, queue depth, the oldest due pending job, live workers,
+the pauses of queues and job names (with Pause and Resume buttons for users who may
+change jobs) and the next runs of every schedule (for users who may view schedules).
 
 Every fact comes from the read model (``observe``), read once per page as
 ``DashboardFacts``; this module owns only how they are drawn: the chart geometry (numbers
@@ -24,12 +25,13 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from .. import observe
-from ..models import CronSchedule, Job, JobStatus
+from ..models import CronSchedule, Job, JobStatus, Pause
 from .base import ReadOnlyAdmin
-from .renderers import count_text, local_time, relative, status_pill, zone
+from .renderers import count_text, local_time, pause_until_text, relative, status_pill, zone
 
 ONE_HOUR = dt.timedelta(hours=1)
 TICK_EVERY_HOURS = 3
+KIND_WORDS = {"queue": "queue", "name": "job"}  # a pause target's kind, in a button's label
 
 
 @dataclass
@@ -46,6 +48,7 @@ class DashboardFacts:
     queues: list[observe.QueueDepth]
     schedules: list[observe.ScheduleRow]
     outcomes: observe.HourlyOutcomes
+    pauses: observe.PauseTargets
 
 
 def read_facts(now: dt.datetime, *, schedules: bool = True) -> DashboardFacts:
@@ -64,6 +67,7 @@ def read_facts(now: dt.datetime, *, schedules: bool = True) -> DashboardFacts:
         queues=observe.queue_depths(now),
         schedules=observe.schedule_overview(now) if schedules else [],
         outcomes=observe.hourly_outcomes(now),
+        pauses=observe.pause_targets(now, observe.distinct_values("queue")),
     )
 
 
@@ -251,6 +255,7 @@ def dashboard_view(model_admin: ReadOnlyAdmin[Job], request: HttpRequest) -> Htt
         "changelist_url": changelist,
         "failed_recently_url": f"{changelist}?failed=24h",
         "failed_recently": facts.failed_recently,
+        **_pause_context(model_admin, request, facts),
         "media": model_admin.media,
     }
     request.current_app = site.name
@@ -288,4 +293,47 @@ def _schedule_item(row: observe.ScheduleRow, now: dt.datetime, site: str) -> dic
             args=[quote(schedule.pk)],
             current_app=site,
         ),
+    }
+
+
+def _pause_context(
+    model_admin: ReadOnlyAdmin[Job], request: HttpRequest, facts: DashboardFacts
+) -> dict[str, Any]:
+    """The pause section: every queue and job name with its pause, the URLs its buttons
+    post to (for users who may change jobs) and the link to the list of pauses."""
+    site = model_admin.admin_site
+    pause_admin = site._registry.get(Pause)
+    can_view = pause_admin is not None and pause_admin.has_view_permission(request)
+    can_pause = model_admin.has_change_permission(request)
+    names = [_pause_item(target, facts.now) for target in facts.pauses.names]
+    return {
+        "pause_queues": [_pause_item(target, facts.now) for target in facts.pauses.queues],
+        "pause_names": names,
+        # a long list of names is folded away unless one of them is paused
+        "pause_names_open": len(names) <= 20 or any(item["paused"] for item in names),
+        "paused_count": len(facts.pauses.paused),
+        "can_pause": can_pause,
+        "pause_url": reverse("admin:django_cronqueue_job_dashboard_pause", current_app=site.name),
+        "resume_url": reverse("admin:django_cronqueue_job_dashboard_resume", current_app=site.name),
+        "pauses_url": reverse("admin:django_cronqueue_pause_changelist", current_app=site.name)
+        if can_view
+        else "",
+        "add_pause_url": reverse("admin:django_cronqueue_pause_add", current_app=site.name)
+        if can_pause and pause_admin is not None
+        else "",
+    }
+
+
+def _pause_item(target: observe.PauseTarget, now: dt.datetime) -> dict[str, Any]:
+    """A queue's or a job name's line; an ended pause (housekeeping deletes it soon)
+    counts as none."""
+    pause = target.pause if target.paused else None
+    return {
+        "target": target,
+        "paused": pause is not None,
+        "label": f"{'Resume' if pause else 'Pause'} {KIND_WORDS[target.kind]} {target.value}",
+        "until": pause_until_text(pause.until, now) if pause else "",
+        "reason": pause.reason if pause else "",
+        "by": pause.paused_by if pause else "",
+        "since": relative(pause.paused_at, now) if pause else "",
     }

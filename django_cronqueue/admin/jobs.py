@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 from urllib.parse import urlencode
@@ -20,14 +19,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .. import bulk, observe
+from .. import observe
 from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS
 from ..models import Job, JobStatus, Worker
 from ..registry import registry
 from ..validation import MAX_DEDUPE_KEY_LENGTH
-from . import dashboard
-from .actions import Action, done_message, summary_messages
+from . import dashboard, pauses
+from .actions import by_whom, done_message
 from .base import ReadOnlyAdmin
 from .filters import (
     ERROR_CHARS,
@@ -39,85 +38,25 @@ from .filters import (
     StatusFilter,
     exactly,
 )
+from .job_actions import CANCEL_REQUEST, JOB, JOB_ACTIONS, outcome_messages, perform
 from .renderers import (
     compact_time,
     count_text,
     detail_time,
     local_time,
     orphan_badge,
+    pause_until_text,
     preformatted,
     pretty_json,
+    progress_bar,
     relative,
     status_pill,
+    warning_badge,
     zone,
 )
 from .search import as_id, fits, search, search_words
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
-JOB = "job"
-DEDUPE_KEY_TAKEN = "another pending or running job of the same name holds its dedupe key"
-
-
-@dataclass(frozen=True)
-class JobAction(Action):
-    """An action on jobs, applicable to the jobs of some statuses only."""
-
-    applies_to: frozenset[str]
-    applies_text: str
-    button_class: str = ""
-
-
-JOB_ACTIONS = {
-    action.key: action
-    for action in (
-        JobAction(
-            "retry",
-            "Retry",
-            "Retried",
-            frozenset({JobStatus.FAILED, JobStatus.CANCELLED}),
-            "only failed or cancelled jobs can be retried",
-            "cq-primary",
-        ),
-        JobAction(
-            "cancel",
-            "Cancel",
-            "Cancelled",
-            frozenset({JobStatus.PENDING}),
-            "only pending jobs can be cancelled",
-            "cq-danger",
-        ),
-        JobAction(
-            "run_now",
-            "Run now",
-            "Made {} due now",
-            frozenset({JobStatus.PENDING}),
-            "only pending jobs can be run now",
-        ),
-    )
-}
-
-
-def perform(action: JobAction, jobs: QuerySet[Job], *, reason: str) -> bulk.BulkOutcome:
-    """The action on every job of ``jobs`` it applies to: set-based, in batches."""
-    if action.key == "retry":
-        return bulk.retry_jobs(jobs)
-    if action.key == "cancel":
-        return bulk.cancel_jobs(jobs, reason=reason)
-    return bulk.run_jobs_now(jobs)
-
-
-def outcome_messages(action: JobAction, outcome: bulk.BulkOutcome) -> list[tuple[str, int]]:
-    """What changed, then what was skipped, by reason."""
-    skipped = [
-        (f"{status}: {action.applies_text}", outcome.not_applicable[status])
-        for status in JobStatus.values
-        if status in outcome.not_applicable
-    ]
-    skipped += [
-        (DEDUPE_KEY_TAKEN, outcome.dedupe_key_taken),
-        ("changed meanwhile", outcome.changed_meanwhile),
-    ]
-    return summary_messages(action, JOB, outcome.changed, skipped)
 
 
 def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
@@ -136,6 +75,7 @@ class JobAdmin(ReadOnlyAdmin[Job]):
     list_display = [
         "id",
         "status_display",
+        "progress_column",
         "name_display",
         "queue",
         "attempts_display",
@@ -171,6 +111,10 @@ class JobAdmin(ReadOnlyAdmin[Job]):
             },
         ),
         (
+            "Progress and control",
+            {"fields": ["progress_display", "cancel_request", "snoozes"]},
+        ),
+        (
             "When",
             {"fields": ["created", "due", "occurrence", "started", "finished"]},
         ),
@@ -186,6 +130,9 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         "attempts_display",
         "dedupe_key",
         "schedule_display",
+        "progress_display",
+        "cancel_request",
+        "snoozes",
         "created",
         "due",
         "occurrence",
@@ -204,6 +151,17 @@ class JobAdmin(ReadOnlyAdmin[Job]):
     @admin.display(description="status")
     def status_display(self, job: Job) -> str:
         return status_pill(job.status)
+
+    @admin.display(description="progress")
+    def progress_column(self, job: Job) -> str:
+        """A bar for a running job that reports its progress, and whether it was asked to
+        stop; nothing for the others."""
+        if job.status != JobStatus.RUNNING:
+            return ""
+        bar = progress_bar(observe.progress_of(job.progress), compact=True)
+        if job.cancel_requested_at is None:
+            return bar
+        return format_html("{} {}", bar, warning_badge("cancel requested"))
 
     @admin.display(description="name")
     def name_display(self, job: Job) -> str:
@@ -256,6 +214,30 @@ class JobAdmin(ReadOnlyAdmin[Job]):
             "the occurrence at {} of the cron schedule {}",
             local_time(job.scheduled_for, zone(schedule.tz)),
             link,
+        )
+
+    @admin.display(description="progress")
+    def progress_display(self, job: Job) -> str:
+        progress = observe.progress_of(job.progress)
+        if progress is None:
+            return "-" if job.progress is None else "not readable (not what set_progress() writes)"
+        return format_html(
+            '{}<div class="cq-quiet">reported {}</div>',
+            progress_bar(progress),
+            detail_time(progress.at) if progress.at else "at an unknown time",
+        )
+
+    @admin.display(description="cancel")
+    def cancel_request(self, job: Job) -> str:
+        """When, by whom and why a cancel of the running job was asked for."""
+        if job.cancel_requested_at is None:
+            return "-"
+        return format_html(
+            "requested {} by {}{}{}",
+            detail_time(job.cancel_requested_at),
+            job.cancel_requested_by or "code (jobs.cancel())",
+            format_html(": {}", job.cancel_reason) if job.cancel_reason else "",
+            "; waiting for its handler to stop" if job.status == JobStatus.RUNNING else "",
         )
 
     created = time_display("created_at", "created")
@@ -390,22 +372,30 @@ class JobAdmin(ReadOnlyAdmin[Job]):
     # -- actions (list) and buttons (detail)
 
     def _run(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> None:
-        """The action on ``jobs``: one message per outcome, one history entry."""
+        """The action on ``jobs``: one message per outcome, one history entry per kind of
+        change (a cancel both cancels pending jobs and asks running ones to stop)."""
         action = JOB_ACTIONS[key]
-        outcome = perform(
-            action, jobs, reason=f"cancelled in the admin by {request.user.get_username()}"
-        )
+        outcome = perform(action, jobs, by=by_whom(request))
         for message, level in outcome_messages(action, outcome):
             self.message_user(request, message, level)
         self.log_summary(
             request, action, outcome.changed, done_message(action, JOB, outcome.changed)
+        )
+        self.log_summary(
+            request,
+            CANCEL_REQUEST,
+            outcome.requested,
+            done_message(CANCEL_REQUEST, "running job", outcome.requested),
         )
 
     @admin.action(description="Retry selected jobs (failed or cancelled)", permissions=["change"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         self._run(request, "retry", queryset)
 
-    @admin.action(description="Cancel selected jobs (pending)", permissions=["change"])
+    @admin.action(
+        description="Cancel selected jobs (pending; running ones are asked to stop)",
+        permissions=["change"],
+    )
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         self._run(request, "cancel", queryset)
 
@@ -431,12 +421,26 @@ class JobAdmin(ReadOnlyAdmin[Job]):
                     "class": action.button_class,
                 }
                 for action in JOB_ACTIONS.values()
-                if can_change and job.status in action.applies_to
+                if can_change and action.applies(job)
             ]
             context["cq_can_change"] = can_change
             context["cq_orphan"] = job.name not in registry
+            if job.status == JobStatus.PENDING:
+                context["cq_held_by"] = self.held_by(job)
         context["dashboard_url"] = self.dashboard_url()
         return super().change_view(request, object_id, form_url, context)
+
+    def held_by(self, job: Job) -> list[dict[str, str]]:
+        """The pauses that keep workers from claiming the pending ``job``."""
+        now = timezone.now()
+        return [
+            {
+                "target": pause.target,
+                "until": pause_until_text(pause.until, now),
+                "reason": pause.reason,
+            }
+            for pause in observe.pauses_holding(job.queue, job.name, now)
+        ]
 
     def get_urls(self) -> list[URLPattern]:
         def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -460,6 +464,16 @@ class JobAdmin(ReadOnlyAdmin[Job]):
                 "dashboard/",
                 wrap(self.dashboard_view),
                 name=f"{info[0]}_{info[1]}_dashboard",
+            ),
+            path(
+                "dashboard/pause/",
+                wrap(lambda request: pauses.pause_from_dashboard(self, request)),
+                name=f"{info[0]}_{info[1]}_dashboard_pause",
+            ),
+            path(
+                "dashboard/resume/",
+                wrap(lambda request: pauses.resume_from_dashboard(self, request)),
+                name=f"{info[0]}_{info[1]}_dashboard_resume",
             ),
             *(
                 path(

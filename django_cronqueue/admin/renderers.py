@@ -16,6 +16,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from .. import cron
 from ..models import JobStatus
+from ..observe import Progress, number
 
 STATUS_LABELS = dict(JobStatus.choices)
 ORPHAN_HELP = (
@@ -57,6 +58,32 @@ def preformatted(text: str, kind: str) -> SafeString:
     return format_html('<pre class="cq-pre cq-{}">{}</pre>', kind, text)
 
 
+def progress_bar(progress: Progress | None, *, compact: bool = False) -> str:
+    """A job's progress as the browser's own ``<progress>`` bar (indeterminate without a
+    total) and its text, ``3/10 (30%): chunk 3``; ``compact`` (the job list) shows the
+    message only in the tooltip. Nothing when there is no progress."""
+    if progress is None:
+        return ""
+    text = progress.describe()
+    if progress.fraction is None:
+        bar = format_html('<progress class="cq-progress-bar" aria-label="{}"></progress>', text)
+    else:
+        bar = format_html(
+            '<progress class="cq-progress-bar" max="1000" value="{}" aria-label="{}"></progress>',
+            round(progress.fraction * 1000),
+            text,
+        )
+    if not compact:
+        return format_html('<span class="cq-progress">{} <span>{}</span></span>', bar, text)
+    short = f"{progress.percent}%" if progress.percent is not None else f"{number(progress.done)}"
+    return format_html(
+        '<span class="cq-progress" title="{}">{} <span class="cq-quiet">{}</span></span>',
+        text,
+        bar,
+        short,
+    )
+
+
 def zone(name: str) -> ZoneInfo | None:
     """The zone of a schedule row, None when it is not a zone this system knows."""
     try:
@@ -71,6 +98,13 @@ def local_time(instant: dt.datetime | None, in_zone: dt.tzinfo | None = None) ->
         return "-"
     local = instant.astimezone(in_zone) if in_zone is not None else timezone.localtime(instant)
     return local.strftime("%a %Y-%m-%d %H:%M %Z")
+
+
+def pause_until_text(until: dt.datetime | None, now: dt.datetime) -> str:
+    """``until Mon 2026-06-01 14:00 UTC (in 2 hours)``, or ``until resumed``."""
+    if until is None:
+        return "until resumed"
+    return f"until {local_time(until)} ({relative(until, now)})"
 
 
 def compact_time(instant: dt.datetime | None) -> str:

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import observe, scheduler
+from django_cronqueue import jobs, observe, scheduler
 from django_cronqueue.admin import dashboard
 from django_cronqueue.models import CronSchedule, JobStatus
 from tests.admin.conftest import staff_client
@@ -164,6 +164,8 @@ def test_the_status_command_and_the_dashboard_show_the_same_facts(
     finished("testapp.record", JobStatus.FAILED, dt.timedelta(minutes=3), now=now)
     WorkerFactory(last_seen=now - dt.timedelta(seconds=5))
     WorkerFactory(last_seen=now - dt.timedelta(hours=1))  # silent
+    jobs.pause(queue="emails", until=now + dt.timedelta(hours=1))
+    jobs.pause(name="testapp.noop")
 
     facts = admin_client.get(URL).context["facts"]
     out = io.StringIO()
@@ -190,3 +192,5 @@ def test_the_status_command_and_the_dashboard_show_the_same_facts(
     next_runs = {schedule["name"]: schedule["next_run"] for schedule in status["schedules"]}
     assert next_runs == {row.schedule.name: row.next_runs[0].isoformat() for row in facts.schedules}
     assert next_runs["tests.nightly"] is not None
+    paused = {pause["queue"] or pause["name"] for pause in status["pauses"] if pause["in_force"]}
+    assert paused == {target.value for target in facts.pauses.paused} == {"emails", "testapp.noop"}

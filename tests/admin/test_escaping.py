@@ -108,3 +108,63 @@ def test_schedule_pages_escape(admin_client):
         html = admin_client.get(url).content.decode()
         assert "<script>alert" not in html
         assert "&lt;script&gt;alert(17)&lt;/script&gt;" in html
+
+
+# --- progress, cancel requests and pauses -------------------------------------------
+
+
+def test_progress_messages_and_cancel_requests_are_escaped(admin_client):
+    job = JobFactory(
+        status=JobStatus.RUNNING,
+        progress={"done": 1, "total": 2, "message": evil(18) + '" onmouseover="x', "at": None},
+        cancel_requested_at=timezone.now(),
+        cancel_requested_by=evil(19),
+        cancel_reason=evil(20),
+    )
+    html = admin_client.get(reverse("admin:django_cronqueue_job_changelist")).content.decode()
+    assert "<script>alert" not in html
+    assert '" onmouseover="x' not in html
+    assert "&lt;script&gt;alert(18)&lt;/script&gt;&quot; onmouseover=&quot;x" in html
+    url = reverse("admin:django_cronqueue_job_change", args=[job.pk])
+    html = admin_client.get(url).content.decode()
+    assert "<script>alert" not in html
+    for n in (18, 19, 20):
+        assert f"&lt;script&gt;alert({n})&lt;/script&gt;" in html, n
+
+
+@pytest.fixture
+def evil_pauses():
+    from django_cronqueue import jobs
+
+    JobFactory(queue=evil(21), name=evil(22))
+    jobs.pause(queue=evil(21), reason=evil(23), by=evil(24))
+    jobs.pause(name=evil(22), reason=evil(25))
+
+
+def test_pauses_are_escaped_on_the_dashboard_the_pause_list_and_the_job_page(
+    admin_client, evil_pauses
+):
+    from django_cronqueue.models import Job
+
+    pages = [
+        reverse("admin:django_cronqueue_job_dashboard"),
+        reverse("admin:django_cronqueue_pause_changelist"),
+        reverse("admin:django_cronqueue_job_change", args=[Job.objects.get().pk]),
+    ]
+    for url in pages:
+        html = admin_client.get(url).content.decode()
+        assert "<script>alert" not in html, url
+        for n in (21, 22, 23):
+            assert f"&lt;script&gt;alert({n})&lt;/script&gt;" in html, (url, n)
+    html = admin_client.get(pages[0]).content.decode()
+    assert 'value="&lt;script&gt;alert(21)&lt;/script&gt;"' in html  # the button's field
+    assert "&lt;script&gt;alert(24)&lt;/script&gt;" in html  # who paused
+
+
+def test_pause_messages_escape(admin_client):
+    url = reverse("admin:django_cronqueue_job_dashboard_pause")
+    response = admin_client.post(url, {"queue": evil(26)}, follow=True)
+    assert messages_of(response)[0].startswith(f"Paused queue {evil(26)} until resumed")
+    html = response.content.decode()
+    assert "<script>alert" not in html
+    assert "Paused queue &lt;script&gt;alert(26)&lt;/script&gt; until resumed" in html

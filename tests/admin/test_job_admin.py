@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_cronqueue import jobs, scheduler
+from django_cronqueue.admin.job_actions import REQUEST_NOTE
 from django_cronqueue.admin.search import MAX_SEARCH_WORDS
 from django_cronqueue.models import Job, JobStatus
 from tests.admin.conftest import messages_of
@@ -277,17 +278,18 @@ def test_posting_the_change_form_changes_nothing(admin_client):
 
 
 @pytest.mark.parametrize(
-    ("status", "buttons"),
+    ("status", "extra", "buttons"),
     [
-        (JobStatus.FAILED, ["Retry"]),
-        (JobStatus.CANCELLED, ["Retry"]),
-        (JobStatus.PENDING, ["Cancel", "Run now"]),
-        (JobStatus.RUNNING, []),
-        (JobStatus.SUCCEEDED, []),
+        (JobStatus.FAILED, {}, ["Retry"]),
+        (JobStatus.CANCELLED, {}, ["Retry"]),
+        (JobStatus.PENDING, {}, ["Cancel", "Run now"]),
+        (JobStatus.RUNNING, {}, ["Cancel"]),
+        (JobStatus.RUNNING, {"cancel_requested_at": timezone.now()}, []),
+        (JobStatus.SUCCEEDED, {}, []),
     ],
 )
-def test_detail_page_offers_the_buttons_that_apply(admin_client, status, buttons):
-    job = JobFactory(status=status)
+def test_detail_page_offers_the_buttons_that_apply(admin_client, status, extra, buttons):
+    job = JobFactory(status=status, **extra)
     response = admin_client.get(change_url(job))
     assert [button["label"] for button in response.context["cq_buttons"]] == buttons
     html = response.content.decode()
@@ -340,11 +342,29 @@ def test_cancel_from_the_list(admin_client):
     response = post_action(admin_client, "cancel_jobs", [pending, succeeded])
     assert messages_of(response) == [
         f"Cancelled 1 job: #{pending.pk}.",
-        f"Skipped 1 job (succeeded: only pending jobs can be cancelled): #{succeeded.pk}.",
+        f"Skipped 1 job (succeeded: only pending or running jobs can be cancelled): "
+        f"#{succeeded.pk}.",
     ]
     pending.refresh_from_db()
     assert pending.status == JobStatus.CANCELLED
-    assert pending.last_error == "cancelled in the admin by admin"
+    assert pending.last_error == "cancelled by admin (admin)"
+
+
+def test_cancel_from_the_list_asks_running_jobs_to_stop(admin_client):
+    pending = JobFactory()
+    running = JobFactory(status=JobStatus.RUNNING, attempts=1)
+    asked = JobFactory(status=JobStatus.RUNNING, cancel_requested_at=timezone.now())
+    response = post_action(admin_client, "cancel_jobs", [pending, running, asked])
+    assert messages_of(response) == [
+        f"Cancelled 1 job: #{pending.pk}.",
+        f"Asked 1 running job to stop: #{running.pk}.",
+        f"Skipped 1 job (running: a cancel was already requested): #{asked.pk}.",
+        REQUEST_NOTE,
+    ]
+    running.refresh_from_db()
+    assert running.status == JobStatus.RUNNING
+    assert running.cancel_requested_at is not None
+    assert (running.cancel_requested_by, running.cancel_reason) == ("admin (admin)", "")
 
 
 def test_run_now_from_the_list(admin_client):
@@ -459,18 +479,25 @@ def test_actions_are_recorded_in_the_history(admin_client):
 def test_a_job_that_changed_since_it_was_read_is_reported_as_such(admin_client, monkeypatch):
     from django_cronqueue import bulk
 
-    claimed, other = JobFactory.create_batch(2)
+    finished, claimed, other = JobFactory.create_batch(3)
     read = bulk._batches
 
-    def read_then_claim(jobs, size):  # a worker claims a job between read and UPDATE
+    def read_then_change(jobs, size):  # workers run one job and claim another meanwhile
         for batch in read(jobs, size):
+            Job.objects.filter(pk=finished.pk).update(status=JobStatus.SUCCEEDED)
             Job.objects.filter(pk=claimed.pk).update(status=JobStatus.RUNNING)
             yield batch
 
-    monkeypatch.setattr(bulk, "_batches", read_then_claim)
-    response = post_action(admin_client, "cancel_jobs", [claimed, other])
-    assert messages_of(response) == ["Cancelled 1 job.", "Skipped 1 job (changed meanwhile)."]
-    assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING
+    monkeypatch.setattr(bulk, "_batches", read_then_change)
+    response = post_action(admin_client, "cancel_jobs", [finished, claimed, other])
+    assert messages_of(response) == [
+        "Cancelled 1 job.",
+        "Asked 1 running job to stop.",
+        "Skipped 1 job (changed meanwhile).",
+        REQUEST_NOTE,
+    ]
+    assert Job.objects.get(pk=finished.pk).status == JobStatus.SUCCEEDED
+    assert Job.objects.get(pk=claimed.pk).cancel_requested_at is not None
 
 
 def test_an_action_on_many_jobs_writes_one_summary_history_entry(admin_client):
