@@ -1,6 +1,8 @@
 """End to end in headless Chromium (Debian's ``chromium`` driven by Playwright's Python
 package): log in, filter the failed jobs, open one, retry it, run a worker tick, reload
-and see it succeeded. Saves the screenshots shown in docs/admin.md.
+and see it succeeded; pause a queue from the dashboard, see a tick leave its jobs alone,
+resume it; cancel a running job from its page. Saves the screenshots shown in
+docs/admin.md.
 
 Needs ``pip install playwright`` (the ``dev`` extra) and ``apt-get install chromium``;
 Playwright's own browser download (``playwright install``) is not used.
@@ -233,6 +235,21 @@ def shoot(page, name: str, *, full_page: bool = False) -> None:
     page.screenshot(path=str(folder / name), full_page=full_page)
 
 
+def launch(playwright):
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM,
+        headless=True,
+        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    )
+
+
+def log_in(page, server, next_url: str) -> None:
+    page.goto(f"{server.url}/admin/login/?next={next_url}")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", "correct horse battery")
+    page.click("input[type=submit]")
+
+
 def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
     # Playwright's sync API runs an event loop in this thread, so Django would refuse
     # the ORM calls made between browser steps (jobs.tick()); they are plain
@@ -245,17 +262,10 @@ def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
     failed = make_failed_export(now)
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
+        browser = launch(playwright)
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 900})
-            page.goto(f"{server.url}/admin/login/?next=/admin/django_cronqueue/job/")
-            page.fill("#id_username", "ops")
-            page.fill("#id_password", "correct horse battery")
-            page.click("input[type=submit]")
+            log_in(page, server, "/admin/django_cronqueue/job/")
             expect(page.locator("#result_list")).to_be_visible()
             page.click("#toggle-nav-sidebar")  # more room for the list in the screenshots
             expect(page.locator(".cq-count-failed .cq-count-n")).not_to_have_text("0")
@@ -303,3 +313,80 @@ def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
             browser.close()
     failed.refresh_from_db()
     assert failed.status == JobStatus.SUCCEEDED
+
+
+def test_pause_a_queue_and_cancel_a_running_job_in_a_real_browser(server, demo_jobs, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")  # see the test above
+    now = timezone.now()
+    User.objects.create_superuser("ops", "ops@example.com", "correct horse battery")
+    fill_history(now)
+    welcome = JobFactory(name="emails.send_welcome", queue="emails", payload={"user_id": 7})
+    export = JobFactory(
+        name="reports.export_invoices",
+        queue="reports",
+        payload={"day": "2026-06-02"},
+        status=JobStatus.RUNNING,
+        attempts=1,
+        started_at=now - dt.timedelta(minutes=3),
+        locked_until=now + dt.timedelta(seconds=25),
+        worker_id="web-1:2231:7a1e",
+        progress={"done": 3, "total": 10, "message": "day 3 of 10", "at": now.isoformat()},
+    )
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            log_in(page, server, "/admin/django_cronqueue/job/dashboard/")
+            pauses = page.locator("#cq-pauses")
+            expect(pauses).to_be_visible()
+
+            # Pause the emails queue: a tick leaves its due job alone.
+            page.get_by_role("button", name="Pause queue emails").click()
+            expect(page.locator(".messagelist .success")).to_contain_text(
+                "Paused queue emails until resumed"
+            )
+            emails = page.locator('#cq-pause-queues tr[data-queue="emails"]')
+            expect(emails.locator(".cq-badge")).to_have_text("paused")
+            expect(emails).to_contain_text("until resumed")
+            expect(emails).to_contain_text("by ops (admin)")
+            shoot(page, "dashboard-pauses.png", full_page=True)
+            assert jobs.tick(queues=["emails"]).claimed == 0
+            connections.close_all()
+
+            # Resume it: the next tick runs the job.
+            emails.get_by_role("button", name="Resume queue emails").click()
+            expect(page.locator(".messagelist .success")).to_have_text("Resumed queue emails.")
+            expect(
+                page.locator('#cq-pause-queues tr[data-queue="emails"] .cq-badge')
+            ).to_have_count(0)
+            result = jobs.tick(queues=["emails"])
+            assert (result.claimed, result.ran) == (1, 1)
+            connections.close_all()
+
+            # The running export shows its progress on the list and on its page.
+            page.goto(f"{server.url}/admin/django_cronqueue/job/?status=running")
+            row = page.locator("#result_list tbody tr").filter(has_text="reports.export_invoices")
+            expect(row.locator("progress")).to_have_attribute("value", "300")
+            expect(row.locator(".cq-progress")).to_contain_text("30%")
+            shoot(page, "running-jobs.png")
+            row.locator(f"a[href*='/job/{export.pk}/change/']").click()
+            expect(page.locator(".field-progress_display")).to_contain_text(
+                "3/10 (30%): day 3 of 10"
+            )
+
+            # Cancel it: its handler is asked to stop; the page says so.
+            page.get_by_role("button", name="Cancel").click()
+            expect(page.locator(".messagelist .success")).to_have_text(
+                f"Asked 1 running job to stop: #{export.pk}."
+            )
+            expect(page.locator(".field-cancel_request")).to_contain_text("by ops (admin)")
+            expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+            shoot(page, "cancel-requested.png", full_page=True)
+        finally:
+            browser.close()
+    export.refresh_from_db()
+    assert export.status == JobStatus.RUNNING
+    assert export.cancel_requested_by == "ops (admin)"
+    welcome.refresh_from_db()
+    assert welcome.status == JobStatus.SUCCEEDED
