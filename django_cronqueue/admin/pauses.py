@@ -116,7 +116,6 @@ class PauseAdmin(_PauseAdmin):
     list_display_links = ["target"]
     ordering = ["queue", "name"]
     search_fields = ["queue", "name", "reason"]
-    readonly_fields = ["created_by", "created_at"]
 
     class Media:
         css = {"all": ["django_cronqueue/admin.css"]}
