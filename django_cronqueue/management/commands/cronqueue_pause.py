@@ -73,7 +73,7 @@ class Command(BaseCommand):
         target.add_argument(
             "--name", metavar="N", help="The job name to pause or resume (shop.send_email)."
         )
-        parser.add_argument("--until", type=parse_until, metavar="ISO", help=HELP_UNTIL)
+        parser.add_argument("--until", type=parse_until, metavar="ISO8601", help=HELP_UNTIL)
         parser.add_argument(
             "--reason", default="", metavar="TEXT", help="Why, as shown to other operators."
         )
