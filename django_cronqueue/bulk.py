@@ -132,7 +132,7 @@ def _cancel_pending(
 ) -> None:
     """Cancel the rows ``ids``, read pending; those claimed since are asked to stop, as
     ``jobs.cancel()`` does."""
-    cancelled = lifecycle.cancel_rows(ids, cancel_text(reason, by), now)
+    cancelled = lifecycle.cancel_rows(ids, reason, now, by=by)
     if cancelled == len(ids):
         outcome.changed.add(ids)
         return
@@ -140,13 +140,6 @@ def _cancel_pending(
     outcome.changed.add_unnamed(cancelled)
     outcome.requested.add_unnamed(asked)
     outcome.changed_meanwhile.add_unnamed(len(ids) - cancelled - asked)
-
-
-def cancel_text(reason: str, by: str) -> str:
-    """The ``last_error`` of a pending job cancelled by ``by`` for ``reason``."""
-    if not by:
-        return reason
-    return f"cancelled by {by}: {reason}" if reason else f"cancelled by {by}"
 
 
 def run_jobs_now(

@@ -74,8 +74,8 @@ def cancel_job(
     # A row can move between the two UPDATEs (claimed, or retried and claimed): try
     # again until one applies or the row is seen finished or already asked.
     for _ in range(CANCEL_TRIES):
-        if cancel_rows([job.pk], reason, now):
-            apply_changes(job, _cancel_changes(reason, now))
+        if cancel_rows([job.pk], reason, now, by=by):
+            apply_changes(job, _cancel_changes(reason, now, by))
             return Cancellation(job.pk, "cancelled", f"{label} was pending and is now cancelled.")
         if request_cancel_rows([job.pk], reason, now, by=by):
             apply_changes(job, _cancel_request_changes(reason, by, now))
@@ -142,20 +142,27 @@ def retry_rows(ids: list[int], now: dt.datetime) -> int:
         )
 
 
-def _cancel_changes(reason: str, now: dt.datetime) -> dict[str, Any]:
+def _cancel_changes(reason: str, now: dt.datetime, by: str = "") -> dict[str, Any]:
     return {
         "status": JobStatus.CANCELLED,
         "finished_at": now,
         "active_dedupe_key": None,
-        "last_error": clean_text(reason or "cancelled", MAX_ERROR_CHARS),
+        "last_error": clean_text(cancel_text(reason, by), MAX_ERROR_CHARS),
     }
 
 
-def cancel_rows(ids: list[int], reason: str, now: dt.datetime) -> int:
+def cancel_text(reason: str, by: str) -> str:
+    """The ``last_error`` of a pending job cancelled by ``by`` for ``reason``."""
+    if not by:
+        return reason or "cancelled"
+    return f"cancelled by {by}: {reason}" if reason else f"cancelled by {by}"
+
+
+def cancel_rows(ids: list[int], reason: str, now: dt.datetime, *, by: str = "") -> int:
     """The UPDATE of a cancel, for the rows ``ids`` that are pending."""
     if not ids:
         return 0
-    changes = _cancel_changes(reason, now)
+    changes = _cancel_changes(reason, now, by)
     return job_rows().filter(id__in=ids, status=JobStatus.PENDING).update(**changes)
 
 

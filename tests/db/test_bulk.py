@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import bulk
+from django_cronqueue import bulk, lifecycle
 from django_cronqueue.models import Job
 from tests.factories import JobFactory
 
@@ -119,14 +119,14 @@ def test_cancel_jobs_asks_the_running_jobs_to_stop_and_records_who_asked():
 @pytest.mark.parametrize(
     ("reason", "by", "text"),
     [
-        ("", "", ""),  # lifecycle then writes "cancelled"
+        ("", "", "cancelled"),
         ("duplicate", "", "duplicate"),
         ("", "ops (admin)", "cancelled by ops (admin)"),
         ("duplicate", "ops (admin)", "cancelled by ops (admin): duplicate"),
     ],
 )
 def test_the_last_error_of_a_cancelled_pending_job(reason, by, text):
-    assert bulk.cancel_text(reason, by) == text
+    assert lifecycle.cancel_text(reason, by) == text
 
 
 def test_run_jobs_now_makes_the_pending_jobs_due():

@@ -425,3 +425,10 @@ def test_in_eager_mode_a_snoozed_job_stays_pending_until_its_snooze_ends(setting
     job = test_jobs.snoozes.enqueue(seconds=60)
     assert (job.status, job.attempts, job.snoozes) == ("pending", 0, 1)
     assert job.run_at > timezone.now() + dt.timedelta(seconds=50)
+
+
+def test_who_cancelled_a_pending_job_is_in_its_last_error():
+    job = JobFactory()
+    jobs.cancel(job, reason="duplicate", by="ops")
+    job.refresh_from_db()
+    assert (job.status, job.last_error) == ("cancelled", "cancelled by ops: duplicate")
