@@ -278,3 +278,111 @@ def soak(n: int) -> None:
     SideEffect.objects.create(key=f"call:{n}", pid=os.getpid())
     if random.random() < FAILURE_RATE:
         raise RuntimeError(f"random failure of {n}")
+
+
+# --- controlling running work (SPEC section 8) ----------------------------------------
+
+
+def seen(key: str) -> None:
+    """Record the instant (this host's ``time.time()``) a handler saw its cancel, in a
+    ``seen:<key>@<seconds>`` mark: the test compares it with its own clock, the same one."""
+    mark("seen", f"{key}@{time.time():.6f}")
+
+
+def mark_on_failed(job: object, exc: BaseException) -> None:
+    mark("on_failed", job.payload["key"])  # type: ignore[attr-defined]
+
+
+@jobs.job(name="rel.ctl.cooperative", timeout=600, retries=3, on_failed=mark_on_failed)
+def cooperative(key: str, poll: float = 0.005) -> None:
+    """Loops calling ``check_cancelled()`` every ``poll`` seconds (for at most 5 min);
+    records the instant it saw the request, then lets ``JobCancelled`` out."""
+    context = jobs.current()
+    assert context is not None
+    mark("start", key)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            context.check_cancelled()
+            time.sleep(poll)
+    except jobs.JobCancelled:
+        seen(key)
+        raise
+    mark("end", key)
+
+
+@jobs.job(name="rel.ctl.async_sleeper", timeout=600, retries=3, on_failed=mark_on_failed)
+async def async_sleeper(key: str) -> None:
+    """Never checks for a cancel: only ``asyncio.CancelledError`` on its loop ends it."""
+    from asgiref.sync import sync_to_async
+
+    try:  # the cancel may come while the start mark is being written: inside the try
+        await sync_to_async(mark)("start", key)
+        for _ in range(6000):  # 5 min
+            await asyncio.sleep(0.05)
+    except asyncio.CancelledError:
+        await sync_to_async(seen)(key)
+        raise
+    await sync_to_async(mark)("end", key)
+
+
+@jobs.job(name="rel.ctl.finishes_anyway", timeout=600, retries=3, on_failed=mark_on_failed)
+def finishes_anyway(key: str) -> dict:
+    """Waits for its cancel request (at most 5 min), then returns normally all the same."""
+    context = jobs.current()
+    assert context is not None
+    mark("start", key)
+    deadline = time.monotonic() + 300
+    while not context.cancel_requested and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen(key)
+    return {"saw_cancel": context.cancel_requested}
+
+
+@jobs.job(name="rel.ctl.snoozer", retries=0)
+def snoozer(key: str, times: int, seconds: float, pause: bool = False) -> dict:
+    """Snoozes ``seconds`` on each of its first ``times`` runs, then succeeds. No retry
+    is allowed: a snooze must not use up the single attempt. With ``pause``, the first
+    snooze also pauses this job's name (the test resumes it)."""
+    runs = SideEffect.objects.filter(key=f"start:{key}").count()
+    mark("start", key)
+    context = jobs.current()
+    assert context is not None
+    if runs < times:
+        if pause and runs == 0:
+            jobs.pause(name=context.name, reason="the test looks at the snoozed row")
+        mark("snooze", key)
+        raise jobs.Snooze(seconds=seconds)
+    return {"runs": runs + 1, "attempt": context.attempt}
+
+
+@jobs.job(name="rel.ctl.progress", timeout=600, retries=0)
+def progress(key: str, writes: int, min_calls: int) -> dict:
+    """Calls ``set_progress`` in a tight loop until the worker's heartbeat has stored
+    ``writes`` different values of it (read back from the row) and it made at least
+    ``min_calls`` calls; then sets a last value and returns the number of calls."""
+    from django_cronqueue.models import Job
+
+    context = jobs.current()
+    assert context is not None
+    mark("start", key)
+    calls = 0
+    stored: set[str] = set()
+    deadline = time.monotonic() + 300
+    while len(stored) < writes or calls < min_calls:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the heartbeat stored {len(stored)} progress values")
+        for _ in range(500):
+            calls += 1
+            context.set_progress(calls, message=f"call {calls}")
+        value = Job.objects.filter(pk=context.job_id).values_list("progress", flat=True).get()
+        if value is not None:
+            stored.add(value["message"])
+    calls += 1
+    context.set_progress(calls, total=calls, message="done")
+    return {"calls": calls, "stored": len(stored)}
+
+
+@jobs.job(name="rel.ctl.paused_name", retries=0)
+def paused_name(key: str) -> None:
+    mark("start", key)
