@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import datetime as dt
+import logging
 import math
 import threading
 import time
@@ -24,6 +25,8 @@ from django.utils import timezone
 from .exceptions import JobCancelled
 
 __all__ = ["JobContext", "activate", "current"]
+
+logger = logging.getLogger("django_cronqueue")
 
 # How often check_cancelled() may ask the database, where no worker watches for it.
 POLL_INTERVAL = 1.0
@@ -92,7 +95,10 @@ class JobContext:
             self._cancel.set()
             callbacks = list(self._on_cancel)
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception:  # the worker's heartbeat or listener calls this: never let it die
+                logger.exception("A cancel callback of %r raised", self)
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when a cancel is requested (at once if it already was)."""
