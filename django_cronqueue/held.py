@@ -4,8 +4,12 @@ heartbeat; and what the heartbeat passes between them and their rows besides the
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from django.db import DatabaseError, InterfaceError
 
 from . import lifecycle
 from .claiming import ClaimedJob
@@ -44,3 +48,32 @@ def write_progress(held: Iterable[HeldJob]) -> None:
     ]
     if updates:
         lifecycle.write_progress(updates)
+
+
+class CancelNotices:
+    """Ids of cancel notifications (PostgreSQL) that matched no held job. A slot's claim
+    commits before the slot holds its jobs, and a request can come in between: the slot
+    looks for its new claims here (``take``) and asks their rows, since a notice may be
+    about another worker's run of the same row. Guarded by the worker's held lock;
+    kept for ``KEEP`` seconds."""
+
+    KEEP = 30.0
+
+    def __init__(self) -> None:
+        self._ids: dict[int, float] = {}
+
+    def add(self, job_ids: Iterable[int]) -> None:
+        now = time.monotonic()
+        self._ids = {i: at for i, at in self._ids.items() if now - at < self.KEEP}
+        self._ids.update(dict.fromkeys(job_ids, now))
+
+    def take(self, job_ids: Iterable[int]) -> list[int]:
+        return [i for i in job_ids if self._ids.pop(i, None) is not None]
+
+
+def pass_on_noticed(held: list[HeldJob]) -> None:
+    """``pass_on_cancel_requests`` for claims that a notice named before they were
+    held; if the database fails now, the next heartbeat passes the request on."""
+    if held:
+        with contextlib.suppress(DatabaseError, InterfaceError):
+            pass_on_cancel_requests(held)

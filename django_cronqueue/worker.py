@@ -36,7 +36,7 @@ from . import dbclock, lifecycle, signals
 from .claiming import ClaimedJob, claim_request, complete_and_claim, is_capped
 from .conf import database_alias, get_settings, max_clock_skew
 from .execution import Call, Recorder, call, new_context
-from .held import HeldJob, pass_on_cancel_requests, write_progress
+from .held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
 from .models import Worker as WorkerRow
 from .notify import listen
 from .registry import registry
@@ -93,6 +93,7 @@ class Worker:
         self.wake = threading.Event()
         self._held: dict[int, HeldJob] = {}
         self._held_lock = threading.Lock()
+        self._notices = CancelNotices()  # cancels of jobs not held (yet), by the listener
         self._slots: list[threading.Thread] = []
         self._overran_slots: set[str] = set()  # names of slots in a handler past its timeout
         self._helpers: list[threading.Thread] = []  # the heartbeat and the listener
@@ -293,6 +294,8 @@ class Worker:
                 self._held[job.id] = HeldJob(
                     job, new_context(job), slot=threading.current_thread().name
                 )
+            noticed = [self._held[i] for i in self._notices.take(job.id for job in jobs)]
+        pass_on_noticed(noticed)  # a cancel notice came between the claim and now
         return jobs
 
     def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> bool:
@@ -510,6 +513,7 @@ class Worker:
     def _cancel_requested(self, job_ids: list[int]) -> None:
         with self._held_lock:
             contexts = [held.context for i in job_ids if (held := self._held.get(i)) is not None]
+            self._notices.add(i for i in job_ids if i not in self._held)
         for context in contexts:
             context.request_cancel()
 
