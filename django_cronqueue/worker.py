@@ -91,6 +91,7 @@ class Worker:
         self.clock = dbclock.CorrectedClock(f"Worker {self.id}", max_clock_skew())
         self.stopping = threading.Event()
         self.wake = threading.Event()
+        self._wake_lock = threading.Lock()  # stop() against a slot clearing wake
         self._held: dict[int, HeldJob] = {}
         self._held_lock = threading.Lock()
         self._notices = CancelNotices()  # cancels of jobs not held (yet), by the listener
@@ -190,8 +191,9 @@ class Worker:
         return 0
 
     def stop(self) -> None:
-        self.stopping.set()
-        self.wake.set()
+        with self._wake_lock:  # from now on no slot clears wake: each sees the stop
+            self.stopping.set()
+            self.wake.set()
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         """Handle SIGTERM and SIGINT; returns the handlers they had."""
@@ -255,7 +257,9 @@ class Worker:
                     if self.mode != "forever":
                         return
                     self.wake.wait(self.poll_interval)
-                    self.wake.clear()
+                    with self._wake_lock:
+                        if not self.stopping.is_set():
+                            self.wake.clear()
                     continue
                 all_quick = self._run_held(jobs, recorder)
                 batch = min(batch * 2, self.prefetch) if all_quick else 1
