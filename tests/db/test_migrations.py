@@ -10,7 +10,7 @@ import sys
 import pytest
 from django.db import connection
 
-from django_cronqueue.models import CronSchedule, Job, NameLock, Worker
+from django_cronqueue.models import CronSchedule, Job, NameLock, Pause, Worker
 from tests.processes import ROOT
 
 pytestmark = [
@@ -27,8 +27,9 @@ EXACT_COLUMNS = {
     ("django_cronqueue_cronschedule", "name"),
 }
 
-# Runs in a process of its own on the utf8mb3 database: migrates to 0003, then to the
-# end, then enqueues on an emoji queue and ticks a handler that raises with an emoji.
+# Runs in a process of its own on the utf8mb3 database: migrates to 0003, to 0004, then to
+# the end, then pauses a queue with an emoji reason, enqueues on an emoji queue and ticks a
+# handler that raises with an emoji.
 SCENARIO = """
 import json
 import django
@@ -60,11 +61,16 @@ def table_charsets():
 
 call_command("migrate", "django_cronqueue", "0003", verbosity=0)
 before = columns()
-call_command("migrate", verbosity=0)
+call_command("migrate", "django_cronqueue", "0004", verbosity=0)
 after = columns()
+call_command("migrate", verbosity=0)
+latest = columns()
 
 from django_cronqueue import jobs
-from django_cronqueue.models import Job
+from django_cronqueue.models import Job, Pause
+
+jobs.pause(queue="other 🚀", reason="down 🚀")
+pause_reason = Pause.objects.get(queue="other 🚀").reason
 
 job = jobs.enqueue(
     "testapp.fails_with_value_error", {"message": "échec 🚀"}, queue="emails 🚀"
@@ -74,6 +80,8 @@ job.refresh_from_db()
 print(json.dumps({
     "before": before,
     "after": after,
+    "latest": latest,
+    "pause_reason": pause_reason,
     "tables": table_charsets(),
     "failed": ticked.failed,
     "job": [job.queue, job.status, job.last_error, job.exception_class_path],
@@ -119,8 +127,12 @@ def test_a_utf8mb3_database_is_migrated_to_utf8mb4_and_stores_emoji(utf8mb3_data
 
     assert outcome["failed"] == 1
     assert outcome["job"] == ["emails 🚀", "failed", "ValueError: échec 🚀", "builtins.ValueError"]
-    # Every text column and every table is utf8mb4 now.
+    assert outcome["pause_reason"] == "down 🚀"
+    # Every text column and every table is utf8mb4 after 0004, and stays so: the tables
+    # and columns of later migrations too.
     assert {charset for _, _, _, charset, *_ in outcome["after"]} == {"utf8mb4"}
+    assert {charset for _, _, _, charset, *_ in outcome["latest"]} == {"utf8mb4"}
+    assert Pause._meta.db_table in outcome["tables"]
     assert all(collation.startswith("utf8mb4_") for collation in outcome["tables"].values())
     assert set(outcome["tables"]) >= {
         model._meta.db_table for model in (Job, Worker, NameLock, CronSchedule)
