@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from .conf import get_settings
 from .exceptions import InvalidPayload
+from .flowspec import MAX_LIMIT_KEY_LENGTH, key_from_value, key_problem
 from .registry import JobDefinition
 from .validation import (
     MAX_DEDUPE_KEY_LENGTH,
@@ -27,6 +28,7 @@ from .validation import (
     is_priority,
     is_queue_name,
     json_problem,
+    short_repr,
     text_problem,
 )
 
@@ -103,6 +105,46 @@ def _check_binds(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
             )
 
 
+def limit_key(definition: JobDefinition, payload: Mapping[str, Any]) -> str:
+    """The limit key of a checked payload: ``""`` without ``limit_by``, else the payload's
+    value of that key (a string as it is, another JSON value as its compact JSON text) or
+    what the ``limit_by`` callable returns. Raises InvalidPayload naming the job, the
+    key and the value."""
+    limit_by = definition.limit_by
+    name = definition.name
+    if limit_by is None:
+        return ""
+    if isinstance(limit_by, str):
+        if limit_by not in payload:
+            raise InvalidPayload(
+                f"Job {name!r}: payload key {limit_by!r} is missing; the job is limited by it "
+                "(limit_by=), so every payload must have it."
+            )
+        value = payload[limit_by]
+        key = key_from_value(value)
+        source = f"payload key {limit_by!r} (limit_by=) holds {short_repr(value)}, whose limit key"
+    else:
+        try:
+            key = limit_by(dict(payload))
+        except Exception as exc:
+            raise InvalidPayload(
+                f"Job {name!r}: limit_by={_callable_name(limit_by)} raised "
+                f"{type(exc).__name__}: {exc} for the payload {short_repr(dict(payload))}."
+            ) from exc
+        source = f"limit_by={_callable_name(limit_by)} returned {short_repr(key)}, a limit key that"
+    problem = key_problem(key)
+    if problem:
+        raise InvalidPayload(
+            f"Job {name!r}: {source} {problem}; a limit key must be a non-empty string of "
+            f"at most {MAX_LIMIT_KEY_LENGTH} characters."
+        )
+    return key
+
+
+def _callable_name(function: Any) -> str:
+    return str(getattr(function, "__qualname__", None) or repr(function))
+
+
 def check_queue(definition: JobDefinition, queue: str | None) -> str:
     if queue is None:
         return definition.effective_queue
@@ -144,6 +186,25 @@ def check_dedupe_key(definition: JobDefinition, key: str | None) -> str | None:
     if problem:
         raise ValueError(f"Job {definition.name!r}: {problem}")
     return key
+
+
+def check_dedupe_for(
+    definition: JobDefinition, key: str | None, span: dt.timedelta | None
+) -> dt.timedelta | None:
+    """The span of ``key`` (an enqueue's ``dedupe_for=``, else the job's option), or None
+    for a key that holds only while its job is pending or running."""
+    if span is None:
+        return definition.dedupe_for if key is not None else None
+    if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
+        raise ValueError(
+            f"Job {definition.name!r}: dedupe_for= must be a timedelta > 0, got {span!r}."
+        )
+    if key is None:
+        raise ValueError(
+            f"Job {definition.name!r}: dedupe_for={span!r} needs a dedupe_key= (the key that "
+            "is not reused within that span)."
+        )
+    return span
 
 
 def resolve_run_at(

@@ -18,7 +18,7 @@ from .backoff import BackoffFunction
 from .cronspec import DEFAULT_MAX_CATCH_UP, checked_spec
 from .enqueue import enqueue, enqueue_many
 from .models import Job
-from .registry import JobDefinition, OnFailed, default_name, define
+from .registry import JobDefinition, LimitBy, OnFailed, default_name, define
 
 
 class JobHandle(JobDefinition):
@@ -29,14 +29,15 @@ class JobHandle(JobDefinition):
         return enqueue(self, payload)
 
     def using(self, **options: Any) -> EnqueueOptions:
-        """Options (run_at, delay, dedupe_key, priority, queue) for the next ``.enqueue()``."""
+        """Options (run_at, delay, dedupe_key, dedupe_for, priority, queue) for the next
+        ``.enqueue()``."""
         return EnqueueOptions(self, options)
 
 
 class EnqueueOptions:
     """``handle.using(run_at=..., dedupe_key=...)``: options for the next enqueue."""
 
-    ALLOWED = frozenset({"run_at", "delay", "dedupe_key", "priority", "queue"})
+    ALLOWED = frozenset({"run_at", "delay", "dedupe_key", "dedupe_for", "priority", "queue"})
 
     def __init__(self, definition: JobDefinition, options: dict[str, Any]) -> None:
         unknown = sorted(set(options) - self.ALLOWED)
@@ -52,8 +53,11 @@ class EnqueueOptions:
         return enqueue(self.definition, payload, **self.options)
 
     def enqueue_many(self, payloads: Iterable[Mapping[str, Any]]) -> list[Job]:
-        if "dedupe_key" in self.options:
-            raise TypeError("enqueue_many() does not take a dedupe_key: each job needs its own.")
+        if "dedupe_key" in self.options or "dedupe_for" in self.options:
+            raise TypeError(
+                "enqueue_many() does not take a dedupe_key or dedupe_for: each job needs its "
+                "own key."
+            )
         return enqueue_many(self.definition, payloads, **self.options)
 
 
@@ -76,6 +80,9 @@ def job(
     queue: str | None = None,
     priority: int = 0,
     on_failed: OnFailed | None = None,
+    dedupe_for: dt.timedelta | None = None,
+    limit_by: LimitBy | None = None,
+    rate_limit: str | tuple[int, dt.timedelta] | None = None,
 ) -> Decorator: ...
 
 
@@ -90,6 +97,9 @@ def job(
     queue: str | None = None,
     priority: int = 0,
     on_failed: OnFailed | None = None,
+    dedupe_for: dt.timedelta | None = None,
+    limit_by: LimitBy | None = None,
+    rate_limit: str | tuple[int, dt.timedelta] | None = None,
 ) -> JobHandle | Decorator:
     """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
 
@@ -106,7 +116,10 @@ def job(
             queue=queue,
             priority=priority,
             on_failed=on_failed,
+            limit_by=limit_by,
+            rate_limit=rate_limit,
             kind=JobHandle,
+            dedupe_for=dedupe_for,
         )
         assert isinstance(handle, JobHandle)
         return handle
@@ -141,6 +154,14 @@ def cron(
             raise ImproperlyConfigured(
                 f"Cron schedule {schedule!r}: option concurrency= is not accepted: each "
                 "occurrence is already unique. To keep runs from overlapping use overlap='skip'."
+            )
+        flow = sorted(set(unsupported) & {"limit_by", "rate_limit"})
+        if flow:
+            raise ImproperlyConfigured(
+                f"Cron schedule {schedule!r}: option {flow[0]}= is not accepted: a schedule's "
+                "occurrences have no payload to key a limit on, and its expression already sets "
+                "how often it starts. To throttle the work a schedule fans out, enqueue a job "
+                "with limit_by=/rate_limit= from its handler."
             )
         if unsupported:
             raise ImproperlyConfigured(

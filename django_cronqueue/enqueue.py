@@ -16,10 +16,12 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from .arguments import (
+    check_dedupe_for,
     check_dedupe_key,
     check_payload,
     check_priority,
     check_queue,
+    limit_key,
     resolve_run_at,
 )
 from .conf import database_alias, get_settings
@@ -42,25 +44,34 @@ def enqueue(
     dedupe_key: str | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    dedupe_for: dt.timedelta | None = None,
 ) -> Job:
     """Enqueue one run of ``job`` (a name or a handle) with ``payload`` as keyword arguments.
 
     With ``dedupe_key``, while a job of that name and key is pending or running this
-    returns that job and creates nothing.
+    returns that job and creates nothing. With ``dedupe_for`` too (or the job's option),
+    at most one job of that name and key is created within any span of that length,
+    whatever its status: inside the span this returns the job created at its start.
     """
     definition = registry.resolve(job)
     now = timezone.now()
+    dedupe_key = check_dedupe_key(definition, dedupe_key)
+    span = check_dedupe_for(definition, dedupe_key, dedupe_for)
     row = build_job(
         definition,
         payload,
         now=now,
         run_at=resolve_run_at(definition, now, run_at, delay),
-        dedupe_key=check_dedupe_key(definition, dedupe_key),
+        dedupe_key=dedupe_key,
         priority=priority,
         queue=queue,
     )
     using = database_alias()
-    if connections[using].vendor in ONE_STATEMENT_VENDORS:
+    if span is not None:
+        row.window_dedupe_key = dedupe_key
+        row.dedupe_until = now + span
+        saved = _insert_within_span(row, using, now)
+    elif connections[using].vendor in ONE_STATEMENT_VENDORS:
         saved = _insert_one_statement(row, using, wake=due_soon(row.run_at, now))
     elif dedupe_key is None:
         saved = _insert(row, using)
@@ -92,11 +103,19 @@ def enqueue_many(
     checked = [check_payload(definition, payload) for payload in payloads]
     if not checked:
         return []
+    keys = [limit_key(definition, payload) for payload in checked]
     using = database_alias()
     with transaction.atomic(using=using):
         if connections[using].vendor == "postgresql":
             created = _bulk_insert_postgresql(
-                using, definition, checked, queue=queue, priority=priority, run_at=when, now=now
+                using,
+                definition,
+                checked,
+                keys,
+                queue=queue,
+                priority=priority,
+                run_at=when,
+                now=now,
             )
         else:
             rows = [
@@ -107,9 +126,10 @@ def enqueue_many(
                     priority=priority,
                     max_attempts=definition.max_attempts,
                     run_at=when,
+                    limit_key=key,
                     created_at=now,
                 )
-                for payload in checked
+                for payload, key in zip(checked, keys, strict=True)
             ]
             created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
         wake_workers(using, [when], now)
@@ -118,10 +138,29 @@ def enqueue_many(
     return created
 
 
+_BULK_INSERT = (
+    f"INSERT INTO {Job._meta.db_table} (name, payload, status, queue, priority, attempts, "
+    "max_attempts, run_at, worker_id, last_error, traceback, limit_key, created_at) "
+    "SELECT %s, t.p, %s, %s, %s, 0, %s, %s, '', '', '', {key}, %s FROM {source} "
+    "ORDER BY t.n RETURNING id"
+)
+# enqueue_many on PostgreSQL: the payloads as one JSON array; for a job with limit_by,
+# their limit keys as a text array beside it, zipped by ROWS FROM.
+BULK_INSERT = _BULK_INSERT.format(
+    key="''", source="jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(p, n)"
+)
+BULK_INSERT_KEYED = _BULK_INSERT.format(
+    key="t.k",
+    source="ROWS FROM (jsonb_array_elements(%s::jsonb), unnest(%s::text[])) "
+    "WITH ORDINALITY AS t(p, k, n)",
+)
+
+
 def _bulk_insert_postgresql(
     using: str,
     definition: JobDefinition,
     payloads: list[dict[str, Any]],
+    keys: list[str],
     *,
     queue: str,
     priority: int,
@@ -129,42 +168,38 @@ def _bulk_insert_postgresql(
     now: dt.datetime,
 ) -> list[Job]:
     """One ``INSERT ... SELECT FROM jsonb_array_elements(payloads)`` per batch: only the
-    payloads vary, so they travel as one JSON array and the rest as single parameters."""
+    payloads (and, for a job with ``limit_by``, their limit keys) vary, so they travel as
+    one JSON array (and one text array) and the rest as single parameters."""
     fields = [field.attname for field in Job._meta.concrete_fields]
-    sql = (
-        f"INSERT INTO {Job._meta.db_table} (name, payload, status, queue, priority, attempts, "
-        "max_attempts, run_at, worker_id, last_error, traceback, created_at) "
-        "SELECT %s, t.p, %s, %s, %s, 0, %s, %s, '', '', '', %s "
-        "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(p, n) ORDER BY t.n "
-        "RETURNING id"
-    )
+    keyed = definition.limit_by is not None
+    sql = BULK_INSERT_KEYED if keyed else BULK_INSERT
     created: list[Job] = []
     with connections[using].cursor() as cursor:
         for start in range(0, len(payloads), BULK_BATCH_SIZE):
             batch = payloads[start : start + BULK_BATCH_SIZE]
-            payloads_json = json.dumps(batch, ensure_ascii=False)
-            cursor.execute(
-                sql,
-                [
-                    definition.name,
-                    JobStatus.PENDING,
-                    queue,
-                    priority,
-                    definition.max_attempts,
-                    run_at,
-                    now,
-                    payloads_json,
-                ],
-            )
+            batch_keys = keys[start : start + BULK_BATCH_SIZE]
+            params: list[Any] = [
+                definition.name,
+                JobStatus.PENDING,
+                queue,
+                priority,
+                definition.max_attempts,
+                run_at,
+                now,
+                json.dumps(batch, ensure_ascii=False),
+            ]
+            cursor.execute(sql, [*params, batch_keys] if keyed else params)
             # Ids come from the sequence in insertion order, which follows t.n.
             ids = sorted(row[0] for row in cursor.fetchall())
             created.extend(
                 Job.from_db(
                     using,
                     fields,
-                    _pending_row(fields, job_id, definition, payload, queue, priority, run_at, now),
+                    _pending_row(
+                        fields, job_id, definition, payload, key, queue, priority, run_at, now
+                    ),
                 )
-                for job_id, payload in zip(ids, batch, strict=True)
+                for job_id, payload, key in zip(ids, batch, batch_keys, strict=True)
             )
     return created
 
@@ -174,6 +209,7 @@ def _pending_row(
     job_id: int,
     definition: JobDefinition,
     payload: dict[str, Any],
+    key: str,
     queue: str,
     priority: int,
     run_at: dt.datetime,
@@ -192,6 +228,7 @@ def _pending_row(
         "worker_id": "",
         "last_error": "",
         "traceback": "",
+        "limit_key": key,
         "created_at": now,
     }
     return [values.get(field) for field in fields]
@@ -209,9 +246,10 @@ def build_job(
     scheduled_for: dt.datetime | None = None,
 ) -> Job:
     """A checked, unsaved Job row."""
+    checked = check_payload(definition, payload)
     return Job(
         name=definition.name,
-        payload=check_payload(definition, payload),
+        payload=checked,
         status=JobStatus.PENDING,
         queue=check_queue(definition, queue),
         priority=check_priority(definition, priority),
@@ -220,6 +258,7 @@ def build_job(
         scheduled_for=scheduled_for,
         dedupe_key=dedupe_key,
         active_dedupe_key=dedupe_key,
+        limit_key=limit_key(definition, checked),
         created_at=now,
     )
 
@@ -233,7 +272,7 @@ ONE_STATEMENT_VENDORS = ("postgresql", "sqlite")
 # The columns a new row sets; the others (lease, result, start and finish) start NULL.
 INSERT_COLUMNS = (
     "name, payload, status, queue, priority, attempts, max_attempts, run_at, scheduled_for, "
-    "dedupe_key, active_dedupe_key, worker_id, last_error, traceback, created_at"
+    "dedupe_key, active_dedupe_key, worker_id, last_error, traceback, limit_key, created_at"
 )
 
 
@@ -243,7 +282,7 @@ def _insert_statement(vendor: str, wake: bool) -> str:
     returning = "id, pg_notify(%s, '')" if wake else "id"
     return (
         f"INSERT INTO {Job._meta.db_table} ({INSERT_COLUMNS}) VALUES "
-        f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s) "
+        f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s, %s) "
         f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
     )
 
@@ -277,6 +316,7 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
         to_db(row.scheduled_for),
         row.dedupe_key,
         row.active_dedupe_key,
+        row.limit_key,
         to_db(row.created_at),
     ]
     if wake:
@@ -329,6 +369,57 @@ def _insert_deduplicated(row: Job, using: str) -> Job:
     )
 
 
+def _insert_within_span(row: Job, using: str, now: dt.datetime) -> Job:
+    """Insert a row whose dedupe key holds for a span (``dedupe_for``), or return the job
+    that holds the key: the one created within the span (any status), or a pending or
+    running one. A holder whose span has passed gives the key up (a conditional UPDATE),
+    and the insert is tried again. The unique constraints on (name, window_dedupe_key)
+    and (name, active_dedupe_key) decide, so this holds under concurrent enqueues from
+    many processes, on every vendor."""
+    for _ in range(DEDUPE_ATTEMPTS):
+        try:
+            with transaction.atomic(using=using):
+                row.save(force_insert=True, using=using)
+                wake_workers(using, [row.run_at], now)
+            return row
+        except IntegrityError as exc:
+            if not _is_unique_violation(exc, using):
+                raise  # e.g. a CHECK constraint: the row itself is refused
+            row.pk = None
+        holder = _holder(using, name=row.name, window_dedupe_key=row.dedupe_key)
+        if holder is not None:
+            if holder.dedupe_until is not None and holder.dedupe_until > now:
+                return holder
+            _release_span(holder, now, using)
+            continue
+        existing = _active_holder(row, using)
+        if existing is not None:
+            return existing
+    raise IntegrityError(
+        f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
+        "changing hands; try again."
+    )
+
+
+def _release_span(holder: Job, now: dt.datetime, using: str) -> None:
+    """The span of ``holder``'s key has passed: the key is free for a new job (unless
+    the holder is still pending or running: its active key then still holds)."""
+    Job.objects.using(using).filter(
+        pk=holder.pk, window_dedupe_key=holder.window_dedupe_key, dedupe_until__lte=now
+    ).update(window_dedupe_key=None)
+
+
+def _is_unique_violation(exc: IntegrityError, using: str) -> bool:
+    """A unique key violation, not another refusal (a CHECK constraint's)."""
+    vendor = connections[using].vendor
+    if vendor == "mysql":
+        return _is_key_conflict(exc)
+    if vendor == "postgresql":
+        cause = exc.__cause__
+        return (getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)) == "23505"
+    return "UNIQUE constraint failed" in str(exc)
+
+
 # MySQL and MariaDB error numbers of a unique key violation: ER_DUP_KEY,
 # ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
 MYSQL_DUPLICATE_KEY_ERRORS = frozenset({1022, 1062, 1586})
@@ -341,7 +432,11 @@ def _is_key_conflict(exc: IntegrityError) -> bool:
 
 
 def _active_holder(row: Job, using: str) -> Job | None:
-    holders = Job.objects.using(using).filter(name=row.name, active_dedupe_key=row.dedupe_key)
+    return _holder(using, name=row.name, active_dedupe_key=row.dedupe_key)
+
+
+def _holder(using: str, **key: Any) -> Job | None:
+    holders = Job.objects.using(using).filter(**key)
     if connections[using].vendor == "mysql" and connections[using].in_atomic_block:
         holders = holders.select_for_update()  # a locking read sees the latest commit
     return holders.first()

@@ -60,6 +60,7 @@ def enqueue(
     dedupe_key: str | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    dedupe_for: dt.timedelta | None = None,
 ) -> Job:
     """Enqueue one run of ``job`` (its name or handle); see ``django_cronqueue.enqueue``."""
     from .enqueue import enqueue as _enqueue
@@ -72,6 +73,7 @@ def enqueue(
         dedupe_key=dedupe_key,
         priority=priority,
         queue=queue,
+        dedupe_for=dedupe_for,
     )
 
 

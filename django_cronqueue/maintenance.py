@@ -1,22 +1,30 @@
 """Housekeeping that a tick does besides running jobs: returning expired leases (the
 transition itself is ``lifecycle.lose_lease``), pruning finished rows past their
-retention, and forgetting workers that died without unregistering."""
+retention and the flow-control log past its windows, and forgetting workers that died
+without unregistering."""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
 
-from django.db.models import QuerySet
+from django.db.models import Model, Q, QuerySet
 
-from .conf import database_alias, get_settings
+from .conf import database_alias, get_settings, max_clock_skew
 from .lifecycle import lose_lease
-from .models import Job, JobStatus, Worker
+from .models import FlowLock, Job, JobStart, JobStatus, Worker
 from .registry import registry
 
 EXPIRED_BATCH = 500
 DEAD_WORKER_AGE = dt.timedelta(days=1)
 PRUNE_EVERY = dt.timedelta(hours=1)
+# Starts are kept this much longer than their window, for the workers whose clocks run
+# behind the pruner's (at least twice the clock skew a worker may have).
+START_MARGIN = dt.timedelta(minutes=5)
+# Starts of a name this process defines without a rate limit (another deploy may have
+# one) are kept this long; a FlowLock row not saturated for this long is deleted (a
+# claim re-creates it).
+FLOW_IDLE_AGE = dt.timedelta(days=1)
 
 
 def _jobs() -> QuerySet[Job]:
@@ -74,8 +82,40 @@ def prune(now: dt.datetime) -> int:
         deleted += _delete_in_batches(
             [JobStatus.FAILED, JobStatus.CANCELLED], cutoff, settings.PRUNE_BATCH_SIZE
         )
+    prune_flow(now)
     prune_dead_workers(now)
     return deleted
+
+
+def prune_flow(now: dt.datetime) -> int:
+    """Delete the starts that no rate window can count any more, and the FlowLock rows
+    of keys not saturated for a day. Returns how many rows."""
+    batch_size = get_settings().PRUNE_BATCH_SIZE
+    margin = max(START_MARGIN, dt.timedelta(seconds=2 * max_clock_skew()))
+    starts = JobStart.objects.using(database_alias())
+    windows = {d.name: d.rate_limit.window for d in registry if d.rate_limit is not None}
+    deleted = 0
+    for name, window in windows.items():
+        old = starts.filter(name=name, started_at__lt=now - window - margin)
+        deleted += _delete_batches(old, batch_size)
+    others = starts.exclude(name__in=list(windows)).filter(started_at__lt=now - FLOW_IDLE_AGE)
+    deleted += _delete_batches(others, batch_size)
+    idle = FlowLock.objects.using(database_alias()).filter(
+        Q(blocked_until__isnull=True) | Q(blocked_until__lt=now - FLOW_IDLE_AGE)
+    )
+    return deleted + _delete_batches(idle, batch_size)
+
+
+def _delete_batches(rows: QuerySet[Model], batch_size: int) -> int:
+    deleted = 0
+    while True:
+        ids = list(rows.order_by().values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return deleted
+        count, _ = rows.filter(pk__in=ids).delete()
+        deleted += count
+        if len(ids) < batch_size:
+            return deleted
 
 
 def prune_dead_workers(now: dt.datetime) -> int:

@@ -1,5 +1,5 @@
-"""The tables: jobs, cron schedules, worker heartbeats, per-name concurrency locks and
-pauses of queues and job names.
+"""The tables: jobs, cron schedules, worker heartbeats, per-name concurrency locks,
+pauses of queues and job names, and the flow-control locks and start log.
 
 The models sit below the code that changes their rows, so their verbs (``Job.retry()``,
 ``CronSchedule.run_now()``, ...) are declared here and carried out by ``ModelVerbs``,
@@ -10,19 +10,24 @@ in ``scheduler``) and ``AppConfig.ready()`` attaches to the app config.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from django.apps import apps
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from .flowspec import MAX_LIMIT_KEY_LENGTH
 from .validation import MAX_DEDUPE_KEY_LENGTH, MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 
 __all__ = [
     "FINISHED_STATUSES",
     "MAX_DEDUPE_KEY_LENGTH",
     "CronSchedule",
+    "ExactCharField",
+    "FlowLock",
     "Job",
+    "JobStart",
     "JobStatus",
     "ModelVerbs",
     "NameLock",
@@ -40,6 +45,22 @@ class JobStatus(models.TextChoices):
 
 
 FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class ExactCharField(models.CharField):  # type: ignore[type-arg]
+    """A CharField compared byte for byte on every vendor.
+
+    MySQL's and MariaDB's default collations ignore case (and, on MariaDB, trailing
+    spaces), so limit keys "Acme" and "acme" would share one limit there; this column
+    gets the binary NO PAD collation that migration 0002 gave the job names. Other
+    vendors compare text exactly already and get no collation clause."""
+
+    def db_parameters(self, connection: BaseDatabaseWrapper) -> dict[str, Any]:
+        parameters = super().db_parameters(connection)
+        if connection.vendor == "mysql" and not parameters.get("collation"):
+            mariadb = getattr(connection, "mysql_is_mariadb", False)
+            parameters["collation"] = "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin"
+        return parameters
 
 
 class Job(models.Model):
@@ -70,6 +91,14 @@ class Job(models.Model):
     active_dedupe_key = models.CharField(  # noqa: DJ001
         max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True, editable=False
     )
+    # dedupe_for: the key stays taken, whatever the status, until dedupe_until. Never
+    # cleared by a completion; a later enqueue clears it once the span has passed.
+    window_dedupe_key = models.CharField(  # noqa: DJ001
+        max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True, editable=False
+    )
+    dedupe_until = models.DateTimeField(
+        null=True, blank=True, help_text="Its dedupe key is not reused before this instant."
+    )
     locked_until = models.DateTimeField(null=True, blank=True, help_text="Lease expiry.")
     lock_token = models.CharField(max_length=32, null=True, blank=True, editable=False)  # noqa: DJ001
     worker_id = models.CharField(max_length=100, blank=True, default="", help_text="Lease holder.")
@@ -90,6 +119,11 @@ class Job(models.Model):
     )
     # {"done", "total", "message", "at"}: written by the worker's heartbeat and at completion.
     progress = models.JSONField(null=True, blank=True)
+    # Flow control: the limit_by value of the payload, computed at enqueue; "" for a
+    # job without limit_by (its limits, if any, apply to the name as a whole).
+    limit_key = ExactCharField(
+        max_length=MAX_LIMIT_KEY_LENGTH, blank=True, default="", db_default="", editable=False
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -110,6 +144,8 @@ class Job(models.Model):
             models.Index(fields=["queue", "status"], name="cronqueue_job_queue"),
             models.Index(fields=["name", "status"], name="cronqueue_job_name"),
             models.Index(fields=["dedupe_key"], name="cronqueue_job_dedupe_key"),
+            # Flow control: running rows per (name, limit_key), counted by the claim.
+            models.Index(fields=["status", "name", "limit_key"], name="cronqueue_job_flow"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -117,6 +153,9 @@ class Job(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["name", "scheduled_for"], name="cronqueue_job_unique_occurrence"
+            ),
+            models.UniqueConstraint(
+                fields=["name", "window_dedupe_key"], name="cronqueue_job_unique_window_dedupe"
             ),
         ]
 
@@ -175,6 +214,51 @@ class NameLock(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class FlowLock(models.Model):
+    """One row per (job name, limit key) of a job with ``limit_by`` or ``rate_limit``.
+
+    Claimers of those jobs lock the rows of the keys they mean to claim, in a stable
+    order, so that counting the key's running rows and recent starts and claiming more
+    is one atomic step. ``blocked_until`` is when a key saturated by its rate limit can
+    start again: the claim's candidate query skips the key until then (a hint; the
+    count under the lock decides)."""
+
+    name = ExactCharField(max_length=MAX_NAME_LENGTH)
+    limit_key = ExactCharField(max_length=MAX_LIMIT_KEY_LENGTH, blank=True, default="")
+    blocked_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        constraints = [
+            models.UniqueConstraint(fields=["name", "limit_key"], name="cronqueue_flowlock_key")
+        ]
+        indexes = [models.Index(fields=["blocked_until"], name="cronqueue_flowlock_blocked")]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.limit_key}]"
+
+
+class JobStart(models.Model):
+    """One row per claim of a job with ``rate_limit``: the log a rate limit counts in
+    (``Job.started_at`` is overwritten by a retry). Pruned past the longest window."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = ExactCharField(max_length=MAX_NAME_LENGTH)
+    limit_key = ExactCharField(max_length=MAX_LIMIT_KEY_LENGTH, blank=True, default="")
+    started_at = models.DateTimeField()
+
+    class Meta:
+        app_label = "django_cronqueue"
+        indexes = [
+            models.Index(
+                fields=["name", "limit_key", "started_at"], name="cronqueue_jobstart_window"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.limit_key}] at {self.started_at}"
 
 
 class Pause(models.Model):

@@ -8,6 +8,7 @@ runs only what its own code registered.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import inspect
 import threading
@@ -22,6 +23,7 @@ from .backoff import DEFAULT_BACKOFF, BackoffFunction
 from .conf import get_settings
 from .cronspec import CronSpec
 from .exceptions import UnknownJob
+from .flowspec import RateLimit, parse_rate_limit
 from .validation import (
     MAX_NAME_LENGTH,
     MAX_PRIORITY,
@@ -29,11 +31,14 @@ from .validation import (
     MIN_PRIORITY,
     is_finite_number,
     is_int,
+    is_positive_timedelta,
     is_priority,
 )
 
 # on_failed(job, exc): the Job row (a django_cronqueue.models.Job) and the exception.
 OnFailed = Callable[[Any, BaseException], Any]
+# limit_by: a payload key, or a callable payload -> limit key.
+LimitBy = str | Callable[[dict[str, Any]], str]
 
 
 @dataclass(eq=False)
@@ -50,6 +55,11 @@ class JobDefinition:
     priority: int = 0
     on_failed: OnFailed | None = None
     cron: CronSpec | None = None  # set for @jobs.cron schedules
+    dedupe_for: dt.timedelta | None = None  # the default span of its enqueues' dedupe keys
+    # Flow control: concurrency and rate_limit apply per limit key (computed from the
+    # payload at enqueue) when limit_by is set, else to the name as a whole.
+    limit_by: LimitBy | None = None
+    rate_limit: RateLimit | None = None
     signature: inspect.Signature = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
     # A return value the database cannot store: dropped (False), or a final failure
@@ -79,6 +89,12 @@ class JobDefinition:
     @property
     def effective_queue(self) -> str:
         return get_settings().DEFAULT_QUEUE if self.queue is None else self.queue
+
+    @property
+    def has_flow_limits(self) -> bool:
+        """True when the claim must count starts or running rows per limit key (a
+        ``rate_limit``, or a ``limit_by``); a bare ``concurrency=`` takes the name lock."""
+        return self.limit_by is not None or self.rate_limit is not None
 
     @property
     def qualified_function(self) -> str:
@@ -219,8 +235,11 @@ def define(
     priority: int,
     on_failed: OnFailed | None,
     concurrency: int | None = None,
+    limit_by: Any = None,
+    rate_limit: Any = None,
     cron: CronSpec | None = None,
     kind: type[JobDefinition] = JobDefinition,
+    dedupe_for: dt.timedelta | None = None,
 ) -> JobDefinition:
     """Check the options shared by @jobs.job and @jobs.cron, then register the job
     (an instance of ``kind``: the decorators register handles)."""
@@ -239,6 +258,13 @@ def define(
             f"Job {name!r}: option concurrency= must be an integer >= 1 "
             f"(or None for no limit), got {concurrency!r}."
         )
+    if dedupe_for is not None and not is_positive_timedelta(dedupe_for):
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option dedupe_for= must be a timedelta > 0 (the span within "
+            f"which one dedupe key creates at most one job), got {dedupe_for!r}."
+        )
+    parsed_rate = _checked_rate_limit(name, rate_limit)
+    _check_limit_by(name, function, limit_by, concurrency=concurrency, rate_limit=rate_limit)
     definition = kind(
         name=name,
         func=function,
@@ -250,5 +276,67 @@ def define(
         priority=priority,
         on_failed=on_failed,
         cron=cron,
+        dedupe_for=dedupe_for,
+        limit_by=limit_by,
+        rate_limit=parsed_rate,
     )
     return registry.register(definition)
+
+
+def _checked_rate_limit(name: str, rate_limit: Any) -> RateLimit | None:
+    if rate_limit is None:
+        return None
+    try:
+        return parse_rate_limit(rate_limit)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"Job {name!r}: option rate_limit= {exc}.") from None
+
+
+def _check_limit_by(
+    name: str, function: Callable[..., Any], limit_by: Any, *, concurrency: Any, rate_limit: Any
+) -> None:
+    """``limit_by``: a payload key that names an argument of the handler, or a callable
+    taking the payload; only with ``concurrency`` or ``rate_limit``, which it divides."""
+
+    def fail(problem: str) -> None:
+        raise ImproperlyConfigured(f"Job {name!r}: option limit_by= {problem}.")
+
+    if limit_by is None:
+        return
+    if concurrency is None and rate_limit is None:
+        fail(
+            f"({limit_by!r}) needs concurrency= or rate_limit=: it says what they apply to "
+            "(each distinct value), and alone it limits nothing"
+        )
+    if isinstance(limit_by, str):
+        if not limit_by or "\x00" in limit_by:
+            fail(f"must be a payload key (an argument of the handler), got {limit_by!r}")
+        parameters = inspect.signature(function).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        parameter = parameters.get(limit_by)
+        keyword = parameter is not None and parameter.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+        if not keyword and not (parameter is None and takes_any):
+            fail(
+                f"names {limit_by!r}, which is not a keyword argument of "
+                f"{function.__module__}.{function.__qualname__}{inspect.signature(function)}"
+            )
+        return
+    if not callable(limit_by):
+        fail(
+            "must be a payload key (a str) or a callable payload -> str, "
+            f"got {type(limit_by).__name__}: {limit_by!r}"
+        )
+    try:
+        signature = inspect.signature(limit_by)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return
+    try:
+        signature.bind({})
+    except TypeError:
+        fail(
+            f"is a callable that cannot be called with the payload alone: {limit_by!r}"
+            f"{signature}; it must take one argument, the payload dict, and return a str"
+        )

@@ -7,6 +7,7 @@ with these, each raising the error type that fits its caller.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,11 @@ def is_int(value: object) -> bool:
 def is_finite_number(value: object) -> bool:
     """An int or float (not a bool) that is neither infinite nor NaN."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_positive_timedelta(value: object) -> bool:
+    """A timedelta longer than zero."""
+    return isinstance(value, dt.timedelta) and value > dt.timedelta(0)
 
 
 def is_priority(value: object) -> bool:

@@ -12,6 +12,11 @@
   ``latency_jobs`` record_start jobs enqueued ``latency_interval`` apart.
 - ceiling: pgbench, one client, a claim-and-complete UPDATE per transaction, and 50 per
   statement, on a table filled with pending rows.
+- flow (django-cronqueue only): ``flow_jobs`` due jobs of a ``limit_by``/``rate_limit`` job,
+  90% of them over their limit and first in claim order, drained by one default worker
+  that counts the statements it sends (``benchlib/statements.py``); then the same number
+  of runnable jobs as plain no-op jobs, counted the same way. Figures: jobs/s of the
+  runnable ones, and statements, transactions and round trips per executed job.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from . import BENCH_DIR
+from . import BENCH_DIR, statements
 from .db import PG, Database
 from .procs import Workers, usage
 from .spec import Drain, System
@@ -51,6 +56,7 @@ class Options:
     idle_seconds: float = 10.0
     ceiling_seconds: int = 5
     quiet_wait: float = 10.0
+    flow_jobs: int = 20000
 
 
 def wait_for_quiet(max_seconds: float) -> float:
@@ -259,3 +265,92 @@ def measure_ceiling(ctx: Context) -> dict[str, Any]:
     finally:
         db.close()
     return result
+
+
+FLOW_ENV = {"BENCH_FLOW": "1"}
+# Rows of the tenant over its limit that a worker claimed (must be none).
+OVER_CLAIMED_SQL = (
+    "SELECT COUNT(*) FROM django_cronqueue_job WHERE limit_key = 'big' AND attempts > 0"
+)
+
+
+def measure_flow(ctx: Context, system: System) -> dict[str, Any]:
+    """The flow-control drain, then a plain drain of as many jobs, both counted."""
+    n = ctx.options.flow_jobs
+    filled: dict[str, Any] = {}
+
+    def fill_flow() -> int:
+        filled.update(ctx.driver(system, "fill-flow", str(n), env=FLOW_ENV))
+        return int(filled["runnable"])
+
+    flow = _counted_drain(ctx, system, "flow", fill_flow, FLOW_ENV)
+    over_claimed = flow.pop("over_claimed")
+    if over_claimed:
+        raise RuntimeError(f"{over_claimed} job(s) over their limit were claimed")
+    runnable = int(filled["runnable"])
+
+    def fill_plain() -> int:
+        ctx.driver(system, "fill", str(runnable))
+        return runnable
+
+    plain = _counted_drain(ctx, system, "plain", fill_plain, {})
+    del plain["over_claimed"]
+    return {
+        **{f"flow_{key}": value for key, value in flow.items()},
+        **{f"plain_counted_{key}": value for key, value in plain.items()},
+        "flow_over": filled["over"],
+        "flow_tenants": filled["tenants"],
+    }
+
+
+def _counted_drain(
+    ctx: Context, system: System, tag: str, fill: Any, env: dict[str, str]
+) -> dict[str, Any]:
+    """Fill, drain with one default worker counting its statements, stop, and divide."""
+    default = next(d for d in system.drains if d.role == "default")
+    counts_dir = ctx.workdir / "statements" / f"{system.key}-{tag}-{time.time_ns()}"
+    db = Database(system.vendor, system.database)
+    try:
+        db.reset(system.tables)
+        runnable = fill()
+        db.analyze(system.tables)
+        samples: list[tuple[float, int]] = []
+        extra = {**env, "BENCH_COUNT_STATEMENTS": str(counts_dir)}
+        with ctx.workers(system, default, f"counted-{tag}", extra) as workers:
+            began = time.monotonic()
+            while True:
+                time.sleep(POLL)
+                now, done = time.monotonic(), int(db.scalar(system.done_sql))
+                if done > 0:
+                    samples.append((now, done))
+                if done >= runnable or (
+                    samples and now - samples[0][0] >= ctx.options.drain_seconds
+                ):
+                    break
+                if not samples and now - began > STARTUP_TIMEOUT:
+                    raise RuntimeError(f"no job finished within {STARTUP_TIMEOUT:.0f}s")
+                workers.check_alive()
+        counts = statements.read(counts_dir)
+        if counts["processes"] != default.processes:
+            raise RuntimeError(f"{counts['processes']} worker(s) wrote their counts")
+        finished, span = db.row(system.window_sql or "")
+        over_claimed = db.scalar(OVER_CLAIMED_SQL) if tag == "flow" else 0
+        db.reset(system.tables)
+    finally:
+        db.close()
+    transactions = counts["commits"] + counts["rollbacks"]
+    round_trips = counts["statements"] + transactions
+    if system.vendor == "postgres":
+        round_trips += transactions  # psycopg's BEGIN before each transaction's first statement
+    elif system.vendor == "mariadb":
+        round_trips += counts["autocommit_changes"]  # SET autocommit around each transaction
+    return {
+        "rate": finished / float(span),
+        "jobs": finished,
+        "runnable": runnable,
+        "statements_per_job": counts["statements"] / finished,
+        "transactions_per_job": transactions / finished,
+        "round_trips_per_job": round_trips / finished,
+        "statements": counts["statements"],
+        "over_claimed": over_claimed,
+    }

@@ -30,6 +30,12 @@ ROWS = [
     ("idle_rss_mb", "idle worker RSS (MB, lower is better)", "mb"),
     ("idle_pss_mb", "idle worker PSS (MB, shared pages split)", "mb"),
     ("idle_cpu_percent", "idle worker CPU (% of a core, lower is better)", "cpu"),
+    ("flow_rate", "flow drain, 90% of due jobs over their limit: runnable jobs/s", "rate"),
+    ("flow_statements_per_job", "  SQL statements per executed job", "per"),
+    ("flow_round_trips_per_job", "  round trips per executed job (+ BEGIN/COMMIT)", "per"),
+    ("plain_counted_rate", "plain drain of as many jobs, counted: jobs/s", "rate"),
+    ("plain_counted_statements_per_job", "  SQL statements per executed job", "per"),
+    ("plain_counted_round_trips_per_job", "  round trips per executed job (+ BEGIN/COMMIT)", "per"),
 ]
 
 
@@ -82,7 +88,7 @@ def fmt(value: Any, unit: str) -> str:
         return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
     if unit in ("ms", "mb"):
         return f"{value:,.1f}"
-    if unit == "cpu":
+    if unit in ("cpu", "per"):
         return f"{value:.2f}"
     return str(value)
 

@@ -2,11 +2,13 @@
 
 ``claim(request, using=...)`` atomically moves up to ``request.limit`` due, pending
 rows of the names this worker knows to ``running`` under a fresh lease and token,
-in the order priority DESC, run_at, id, honouring per-name ``concurrency=`` caps.
-Names with a cap are claimed in a separate step (under their lock rows); the jobs of
-one claim are returned in claim order. ``complete_and_claim`` also writes a slot's
-quick successes (one statement on PostgreSQL), and ``claim_one`` is eager mode's claim
-of one given row. ``claim_request`` (in ``request``) builds the request from the registry.
+in the order priority DESC, run_at, id, honouring per-name ``concurrency=`` caps and
+the per-key limits of ``limit_by``/``rate_limit`` (``flow``). Names with a cap are
+claimed in a separate step (under their lock rows), names with flow limits in another
+(under their keys' lock rows); the jobs of one claim are returned in claim order.
+``complete_and_claim`` also writes a slot's quick successes (one statement on
+PostgreSQL), and ``claim_one`` is eager mode's claim of one given row.
+``claim_request`` (in ``request``) builds the request from the registry.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from django.utils import timezone
 from ..conf import database_alias, get_settings
 from ..registry import registry
 from . import base
-from .base import TABLE, ClaimedJob, ClaimRequest
+from .base import TABLE, ClaimedJob, ClaimRequest, FlowLimit
 from .request import claim_request, is_capped
 
 __all__ = [
     "ClaimRequest",
     "ClaimedJob",
+    "FlowLimit",
     "claim",
     "claim_due",
     "claim_one",
@@ -60,18 +63,24 @@ def _backend(connection: BaseDatabaseWrapper) -> ModuleType:
 
 
 def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
-    if request.limit <= 0 or not (request.names or request.capped):
+    if request.limit <= 0 or not (request.names or request.capped or request.limited):
         return []
     connection = connections[using]
     backend = _backend(connection)
     jobs: list[ClaimedJob] = []
-    # Capped names first, in their own (costlier) locked step, so that a steady flow of
-    # uncapped jobs cannot starve them; caps keep them from starving the rest.
+    # Capped and limited names first, each in their own (costlier) locked step, so that
+    # a steady flow of uncapped jobs cannot starve them; their limits keep them from
+    # starving the rest.
     if request.capped:
-        jobs += backend.claim(connection, replace(request, names=[]))
+        jobs += backend.claim(connection, replace(request, names=[], limited={}))
+    remaining = request.limit - len(jobs)
+    if remaining > 0 and request.limited:
+        jobs += backend.claim_limited(
+            connection, replace(request, names=[], capped={}, limit=remaining)
+        )
     remaining = request.limit - len(jobs)
     if remaining > 0 and request.names:
-        jobs += backend.claim(connection, replace(request, capped={}, limit=remaining))
+        jobs += backend.claim(connection, replace(request, capped={}, limited={}, limit=remaining))
     jobs.sort(key=ClaimedJob.order_key)
     return jobs
 
@@ -96,10 +105,13 @@ def complete_and_claim(
     using: str,
 ) -> tuple[list[ClaimedJob], set[int]]:
     """Mark quick successes succeeded, then claim: one statement on PostgreSQL when no
-    capped name is involved, two steps elsewhere. Returns (claimed, ids written)."""
+    capped or limited name is involved, two steps elsewhere. Returns (claimed, ids
+    written)."""
     connection = connections[using]
     backend = _backend(connection)
-    one_statement = hasattr(backend, "complete_and_claim") and not request.capped
+    one_statement = (
+        hasattr(backend, "complete_and_claim") and not request.capped and not request.limited
+    )
     if succeeded and one_statement and request.names and request.limit > 0:
         jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)
         jobs.sort(key=ClaimedJob.order_key)

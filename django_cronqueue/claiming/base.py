@@ -28,6 +28,15 @@ RETURNED_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class FlowLimit:
+    """The flow limits of a name with ``limit_by`` or ``rate_limit``, per limit key."""
+
+    concurrency: int | None = None  # running rows per key
+    rate: int | None = None  # starts per key in any window of ``window`` seconds
+    window: float = 0.0
+
+
+@dataclass(frozen=True)
 class ClaimRequest:
     now: dt.datetime
     lease_until: dt.datetime
@@ -37,6 +46,8 @@ class ClaimRequest:
     names: Sequence[str]  # known names without a concurrency cap
     capped: Mapping[str, int] = field(default_factory=dict)  # known name -> cap
     queues: Sequence[str] | None = None
+    # known names with limit_by or rate_limit -> their limits (claimed per limit key)
+    limited: Mapping[str, FlowLimit] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,13 +75,18 @@ def placeholders(values: Sequence[Any]) -> str:
 
 
 def due_filter(
-    request: ClaimRequest, names: Sequence[str], *, names_as_array: bool = False
+    request: ClaimRequest,
+    names: Sequence[str],
+    *,
+    names_as_array: bool = False,
+    pauses: bool = True,
 ) -> tuple[str, list[Any]]:
     """``WHERE`` clause and params selecting due pending rows of ``names``.
 
     ``names_as_array`` (PostgreSQL) passes the names as one array parameter: the
     statement's text then stays the same whatever the registry holds, so the driver
-    parses it once, even for a site with a thousand job names.
+    parses it once, even for a site with a thousand job names. ``pauses=False`` leaves
+    the pause filter to the caller.
     """
     params: list[Any] = [JobStatus.PENDING, request.now]
     if names_as_array:
@@ -82,8 +98,9 @@ def due_filter(
     if request.queues:
         sql += f" AND queue IN ({placeholders(request.queues)})"
         params.extend(request.queues)
-    sql += NOT_PAUSED
-    params.extend([request.now, request.now])
+    if pauses:
+        sql += NOT_PAUSED
+        params.extend([request.now, request.now])
     return sql, params
 
 

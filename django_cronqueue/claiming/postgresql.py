@@ -4,18 +4,23 @@
 # whose lock row is taken FOR UPDATE while the running rows are counted, at READ
 # COMMITTED whatever isolation level the connection's OPTIONS ask for). A worker's
 # quick successes can ride along in the same statement (complete_and_claim): one commit
-# for "these are done, give me more".
+# for "these are done, give me more". Names with limit_by or rate_limit take the flow
+# claim (claiming.flow): their FlowLock rows are locked by one INSERT ... ON CONFLICT DO
+# UPDATE ... WHERE FALSE (which locks an existing row without writing it), and the
+# claim's writes are one statement of three data-modifying CTEs.
 """Claiming on PostgreSQL."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..cursors import fast_cursor
 from ..models import JobStatus
+from . import flow
 from .base import (
     ORDER,
     RETURNED_COLUMNS,
@@ -33,6 +38,7 @@ from .base import (
     row_to_job,
     succeeded_set_params,
 )
+from .flow import FLOW_TABLE, START_TABLE
 
 ROW_LOCK = " FOR UPDATE SKIP LOCKED"
 
@@ -42,6 +48,59 @@ def claim(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[Claime
         return claim_returning(connection, request, row_lock=ROW_LOCK)
     with read_committed_transaction(connection):
         return claim_two_step(connection, request, row_lock=ROW_LOCK, name_lock=" FOR UPDATE")
+
+
+def claim_limited(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
+    with read_committed_transaction(connection):
+        return flow.claim_limited(
+            connection, request, row_lock=ROW_LOCK, lock_keys=lock_keys, write=write_plan
+        )
+
+
+LOCK_KEYS = (
+    f"INSERT INTO {FLOW_TABLE} (name, limit_key) "
+    "SELECT * FROM unnest(%s::text[], %s::text[]) AS k(name, limit_key) ORDER BY 1, 2 "
+    f"ON CONFLICT (name, limit_key) DO UPDATE SET blocked_until = {FLOW_TABLE}.blocked_until "
+    "WHERE FALSE"
+)
+
+
+def lock_keys(cursor: Any, keys: list[flow.Key]) -> None:
+    """Lock the FlowLock rows of ``keys`` in (name, key) order, creating the missing ones:
+    a conflicting row is locked, not updated (the WHERE is false)."""
+    cursor.execute(LOCK_KEYS, [[name for name, _ in keys], [key for _, key in keys]])
+
+
+WRITE_PLAN = (
+    f"WITH claimed AS (UPDATE {TABLE} SET {claim_set_clause()} "
+    "WHERE id = ANY(%s::bigint[]) RETURNING 1), "
+    f"logged AS (INSERT INTO {START_TABLE} (name, limit_key, started_at) "
+    "SELECT t.n, t.k, %s FROM unnest(%s::text[], %s::text[]) AS t(n, k) RETURNING 1), "
+    f"blocked AS (UPDATE {FLOW_TABLE} f SET blocked_until = t.u "
+    "FROM unnest(%s::text[], %s::text[], %s::timestamptz[]) AS t(n, k, u) "
+    "WHERE f.name = t.n AND f.limit_key = t.k RETURNING 1) "
+    "SELECT (SELECT COUNT(*) FROM claimed), (SELECT COUNT(*) FROM logged), "
+    "(SELECT COUNT(*) FROM blocked)"
+)
+
+
+def write_plan(
+    cursor: Any, connection: BaseDatabaseWrapper, request: ClaimRequest, plan: flow.Plan
+) -> None:
+    """The flow claim's three writes in one statement (the key rows exist: locked)."""
+    cursor.execute(
+        WRITE_PLAN,
+        [
+            *claim_set_params(request),
+            [job.id for job, _ in plan.kept],
+            request.now,
+            [name for name, _ in plan.starts],
+            [key for _, key in plan.starts],
+            [name for (name, _), _ in plan.blocked],
+            [key for (_, key), _ in plan.blocked],
+            [until for _, until in plan.blocked],
+        ],
+    )
 
 
 def complete_and_claim(

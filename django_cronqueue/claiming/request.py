@@ -1,4 +1,5 @@
-"""Building a claim: which names this process may claim, capped or not, and the lease."""
+"""Building a claim: which names this process may claim, capped, limited per key or
+neither, and the lease."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import uuid
 from collections.abc import Sequence
 
 from ..conf import get_settings
-from ..registry import registry
-from .base import ClaimRequest
+from ..registry import JobDefinition, registry
+from .base import ClaimRequest, FlowLimit
 
 
 def claim_request(
@@ -22,11 +23,16 @@ def claim_request(
 ) -> ClaimRequest:
     """A claim of up to ``limit`` due jobs among the names this process defines (a
     worker claims only what its own code can run), under a fresh lease token. Names with
-    a ``concurrency=`` cap are left out when ``include_capped`` is False."""
+    a ``concurrency=`` cap, a ``limit_by`` or a ``rate_limit`` are left out when
+    ``include_capped`` is False."""
     uncapped: list[str] = []
     capped: dict[str, int] = {}
+    limited: dict[str, FlowLimit] = {}
     for definition in registry:
-        if definition.concurrency is None:
+        if definition.has_flow_limits:
+            if include_capped:
+                limited[definition.name] = flow_limit(definition)
+        elif definition.concurrency is None:
             uncapped.append(definition.name)
         elif include_capped:
             capped[definition.name] = definition.concurrency
@@ -39,10 +45,23 @@ def claim_request(
         names=uncapped,
         capped=capped,
         queues=list(queues) if queues else None,
+        limited=limited,
+    )
+
+
+def flow_limit(definition: JobDefinition) -> FlowLimit:
+    rate = definition.rate_limit
+    return FlowLimit(
+        concurrency=definition.concurrency,
+        rate=rate.count if rate else None,
+        window=rate.seconds if rate else 0.0,
     )
 
 
 def is_capped(name: str) -> bool:
-    """True when this process defines ``name`` with a ``concurrency=`` cap."""
+    """True when this process defines ``name`` with a ``concurrency=`` cap, a ``limit_by``
+    or a ``rate_limit``: its jobs are claimed in the locked step."""
     definition = registry.get(name)
-    return definition is not None and definition.concurrency is not None
+    return definition is not None and (
+        definition.concurrency is not None or definition.has_flow_limits
+    )

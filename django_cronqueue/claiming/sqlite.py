@@ -1,7 +1,9 @@
 # Locking model: SQLite has one writer at a time for the whole database. A claim is a
 # single UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING statement, atomic by
 # itself; with capped names it is a BEGIN IMMEDIATE transaction, which takes the write
-# lock before reading, so counting the running rows and claiming cannot interleave.
+# lock before reading, so counting the running rows and claiming cannot interleave. The
+# same holds for names with limit_by or rate_limit (claiming.flow): no FlowLock row needs
+# locking, only the saturated keys' blocked_until is written.
 """Claiming on SQLite (3.35 or newer, for RETURNING)."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from contextlib import contextmanager
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from . import flow
 from .base import ClaimedJob, ClaimRequest, claim_returning, claim_two_step
 
 
@@ -20,6 +23,11 @@ def claim(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[Claime
         return claim_returning(connection, request, row_lock="")
     with immediate_transaction(connection):
         return claim_two_step(connection, request, row_lock="", name_lock="")
+
+
+def claim_limited(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
+    with immediate_transaction(connection):
+        return flow.claim_limited(connection, request, row_lock="", lock_keys=None)
 
 
 @contextmanager

@@ -1,5 +1,7 @@
-"""dedupe_key holds under concurrent enqueue from many processes (SPEC section 3)."""
+"""dedupe_key (SPEC section 3) and dedupe_for (section 9) hold under concurrent enqueue
+from many processes."""
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -8,8 +10,10 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from django_cronqueue.models import Job
+from tests.factories import JobFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 8
@@ -19,7 +23,7 @@ KEYS = 20
 # "go" on stdin (so that all of them start together), enqueues every key in its own
 # random order and prints which job each key returned.
 CHILD = """
-import json, random, sys
+import datetime as dt, json, random, sys
 import django
 
 django.setup()
@@ -27,21 +31,21 @@ from django.db import connection
 from django_cronqueue import jobs
 
 keys = [f"key-{i}" for i in range(int(sys.argv[1]))]
+span = dt.timedelta(seconds=float(sys.argv[2])) if sys.argv[2] != "none" else None
 random.shuffle(keys)
 connection.ensure_connection()
 print("ready", flush=True)
 sys.stdin.readline()
 returned = {}
 for key in keys:
-    job = jobs.enqueue("testapp.record", {"key": key}, dedupe_key=key)
+    job = jobs.enqueue("testapp.record", {"key": key}, dedupe_key=key, dedupe_for=span)
     returned[key] = job.pk
 print(json.dumps(returned), flush=True)
 """
 
 
-@pytest.mark.e2e
-@pytest.mark.django_db(transaction=True)
-def test_concurrent_enqueues_of_the_same_keys_create_one_job_per_key():
+def enqueue_concurrently(span: str) -> list[dict[str, int]]:
+    """Run PROCESSES children enqueueing the KEYS keys at once; what each got back."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
@@ -50,7 +54,7 @@ def test_concurrent_enqueues_of_the_same_keys_create_one_job_per_key():
     }
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(KEYS)],
+            [sys.executable, "-c", CHILD, str(KEYS), span],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -77,7 +81,14 @@ def test_concurrent_enqueues_of_the_same_keys_create_one_job_per_key():
             if child.poll() is None:
                 child.kill()
                 child.wait()
+    return results
 
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("span", ["none", "3600"])
+def test_concurrent_enqueues_of_the_same_keys_create_one_job_per_key(span):
+    results = enqueue_concurrently(span)
     rows = {row.dedupe_key: row for row in Job.objects.all()}
     assert Job.objects.count() == KEYS
     assert sorted(rows) == sorted(f"key-{i}" for i in range(KEYS))
@@ -85,3 +96,29 @@ def test_concurrent_enqueues_of_the_same_keys_create_one_job_per_key():
         assert (row.name, row.status, row.payload) == ("testapp.record", "pending", {"key": key})
         # every process got back the one job of that key
         assert {returned[key] for returned in results} == {row.pk}
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_enqueues_after_a_span_ended_create_one_new_job_per_key():
+    """Every key's last job ended and its span has passed: eight processes race to free
+    the key and create the next job; exactly one new job per key comes out of it."""
+    past = timezone.now() - dt.timedelta(hours=2)
+    old = {
+        f"key-{i}": JobFactory(
+            status="succeeded",
+            dedupe_key=f"key-{i}",
+            window_dedupe_key=f"key-{i}",
+            dedupe_until=past + dt.timedelta(hours=1),
+            created_at=past,
+            finished_at=past,
+        ).pk
+        for i in range(KEYS)
+    }
+    results = enqueue_concurrently("3600")
+    new = Job.objects.exclude(pk__in=old.values())
+    assert new.count() == KEYS
+    for row in new:
+        assert (row.status, row.window_dedupe_key) == ("pending", row.dedupe_key)
+        assert {returned[row.dedupe_key] for returned in results} == {row.pk}
+    assert not Job.objects.filter(pk__in=old.values(), window_dedupe_key__isnull=False).exists()

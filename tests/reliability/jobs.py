@@ -73,6 +73,45 @@ def capped(key: str, seconds: float) -> None:
     mark("end", key)
 
 
+# --- flow control: limits per tenant (limit_by) -------------------------------------
+
+
+def until_released(key: str, release: str) -> None:
+    """Marks its start, waits for a ``release:<release>`` mark (at most 5 min), marks its end."""
+    mark("start", key)
+    deadline = time.monotonic() + 300
+    while not SideEffect.objects.filter(key=f"release:{release}").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{key!r} was never released")
+        time.sleep(0.05)
+    mark("end", key)
+
+
+@jobs.job(name="rel.tenant_capped", limit_by="tenant", concurrency=2, timeout=600, retries=0)
+def tenant_capped(tenant: str, key: str, seconds: float = 0.0, hold: bool = False) -> None:
+    """At most 2 running per tenant. ``hold``: runs until ``release:<tenant>`` exists."""
+    if hold:
+        until_released(key, tenant)
+        return
+    mark("start", key)
+    time.sleep(seconds)
+    mark("end", key)
+
+
+@jobs.job(name="rel.tenant_rated", limit_by="tenant", rate_limit="5/s", retries=0)
+def tenant_rated(tenant: str, key: str) -> None:
+    """At most 5 starts per tenant in any second."""
+    mark("start", key)
+    mark("end", key)
+
+
+@jobs.job(name="rel.tenant_hourly", limit_by="tenant", rate_limit="3/h", retries=0)
+def tenant_hourly(tenant: str, key: str) -> None:
+    """At most 3 starts per tenant in any hour: a tenant that had them is saturated."""
+    mark("start", key)
+    mark("end", key)
+
+
 @jobs.job(name="rel.async_sleep", retries=0)
 async def async_sleep(key: str, seconds: float) -> None:
     from asgiref.sync import sync_to_async

@@ -1,5 +1,6 @@
 """Jobs used by the test suite, discovered like any app's jobs.py."""
 
+import datetime as dt
 import os
 import time
 
@@ -124,3 +125,30 @@ def reports_progress(steps: int) -> None:
     context = jobs.current()
     for step in range(1, steps + 1):
         context.set_progress(step, total=steps, message=f"step {step}")
+
+
+# --- flow control (limit_by, rate_limit) -------------------------------------------
+
+
+@jobs.job(limit_by="tenant", concurrency=2)
+def per_tenant(tenant: str, key: str = "") -> None:
+    SideEffect.objects.create(key=f"{tenant}:{key}", pid=os.getpid())
+
+
+@jobs.job(limit_by="tenant", rate_limit="2/m")
+def rated(tenant: object, key: str = "") -> None:
+    SideEffect.objects.create(key=f"{tenant}:{key}", pid=os.getpid())
+
+
+@jobs.job(rate_limit=(3, dt.timedelta(hours=1)), concurrency=2)
+def name_rated(key: str = "") -> None:
+    SideEffect.objects.create(key=key, pid=os.getpid())
+
+
+def region_of(payload: dict) -> str:
+    return str(payload["address"]["region"]).lower()
+
+
+@jobs.job(limit_by=region_of, rate_limit="1/s", concurrency=1)
+def by_region(address: dict) -> None:
+    SideEffect.objects.create(key=region_of({"address": address}), pid=os.getpid())

@@ -45,7 +45,13 @@ def system(vendor: str) -> System:
         database=database,
         worker=("runjobs",),
         drains=drains,
-        tables=("django_cronqueue_job", "django_cronqueue_worker", "django_cronqueue_namelock"),
+        tables=(
+            "django_cronqueue_job",
+            "django_cronqueue_worker",
+            "django_cronqueue_namelock",
+            "django_cronqueue_flowlock",
+            "django_cronqueue_jobstart",
+        ),
         done_sql=f"SELECT COUNT(*) FROM django_cronqueue_job WHERE {FINISHED}",
         window_sql=window_sql(
             vendor, "django_cronqueue_job", "started_at", "finished_at", FINISHED
@@ -81,6 +87,34 @@ def enqueue_bulk(n: int) -> None:
 
 def fill(n: int) -> None:
     enqueue_bulk(n)
+
+
+def fill_flow(n: int) -> dict:
+    """n due jobs of ``limited`` (10 starts per tenant an hour), 90% of them over their
+    limit: tenant "big" has used its hour already (its 10 starts are logged) and its rows
+    come first in claim order; behind them, 10% of n for as many tenants of 10 jobs each,
+    every one of them within its limit. Needs BENCH_FLOW (set by the harness)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from django_cronqueue import jobs
+    from django_cronqueue.models import JobStart
+    from projects.cronqueue.benchjobs.jobs import FLOW_RATE_COUNT, limited
+
+    runnable = n // 10
+    over = n - runnable
+    now = timezone.now()
+    JobStart.objects.bulk_create(
+        JobStart(name=limited.name, limit_key="big", started_at=now) for _ in range(FLOW_RATE_COUNT)
+    )
+    earlier = now - dt.timedelta(minutes=1)
+    jobs.enqueue_many(limited, [{"n": i, "tenant": "big"} for i in range(over)], run_at=earlier)
+    tenants = -(-runnable // FLOW_RATE_COUNT)
+    jobs.enqueue_many(
+        limited, [{"n": over + i, "tenant": f"t{i % tenants}"} for i in range(runnable)], run_at=now
+    )
+    return {"runnable": runnable, "over": over, "tenants": tenants}
 
 
 def enqueue_record(i: int) -> None:

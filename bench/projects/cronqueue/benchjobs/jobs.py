@@ -1,8 +1,16 @@
-"""The benchmark's jobs, defined the django-cronqueue way (found as <app>/jobs.py)."""
+"""The benchmark's jobs, defined the django-cronqueue way (found as <app>/jobs.py).
+
+``limited`` exists only when ``BENCH_FLOW`` is set (the flow-control drain): the other
+measurements run with the registry a site without flow limits has."""
+
+import os
 
 from benchlib.jobs import record_start
 
 from django_cronqueue import jobs
+
+FLOW_RATE = "10/h"
+FLOW_RATE_COUNT = 10
 
 
 @jobs.job
@@ -14,3 +22,10 @@ def noop(n: int) -> None:
 def record(n: int) -> None:
     """Pickup latency: write down when the handler started."""
     record_start(n)
+
+
+if os.environ.get("BENCH_FLOW"):
+
+    @jobs.job(limit_by="tenant", rate_limit=FLOW_RATE)
+    def limited(n: int, tenant: str) -> None:
+        """The flow-control drain's no-op job: at most 10 starts per tenant an hour."""
