@@ -334,10 +334,7 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
         existing = _active_holder(row, using)
         if existing is not None:
             return existing
-    raise IntegrityError(
-        f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
-        "changing hands; try again."
-    )
+    raise _key_kept_changing_hands(row)
 
 
 def _insert(row: Job, using: str) -> Job:
@@ -363,10 +360,7 @@ def _insert_deduplicated(row: Job, using: str) -> Job:
             existing = _active_holder(row, using)
             if existing is not None:
                 return existing
-    raise IntegrityError(
-        f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
-        "changing hands; try again."
-    )
+    raise _key_kept_changing_hands(row)
 
 
 def _insert_within_span(row: Job, using: str, now: dt.datetime) -> Job:
@@ -395,7 +389,12 @@ def _insert_within_span(row: Job, using: str, now: dt.datetime) -> Job:
         existing = _active_holder(row, using)
         if existing is not None:
             return existing
-    raise IntegrityError(
+    raise _key_kept_changing_hands(row)
+
+
+def _key_kept_changing_hands(row: Job) -> IntegrityError:
+    """The error of an enqueue whose dedupe key was taken and freed again on every try."""
+    return IntegrityError(
         f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
         "changing hands; try again."
     )
