@@ -313,6 +313,11 @@ def _zone_suggestions(name: str) -> list[str]:
     )
 
 
+def zone_names() -> list[str]:
+    """The IANA zone names this process can load, sorted."""
+    return sorted(_available_zones())
+
+
 @functools.lru_cache(maxsize=1)
 def _available_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones() - _NOT_IANA)

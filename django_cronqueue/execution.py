@@ -75,6 +75,14 @@ class Call:
         return None if self.result_problem else self.result
 
 
+def occurrence_of(job: ClaimedJob) -> dt.datetime | None:
+    """The occurrence a row runs: its ``scheduled_for``; for a manual run of a dynamic
+    schedule (``run_now()``), the request time, as a code schedule's handler sees it."""
+    if job.scheduled_for is None and job.schedule:
+        return job.created_at
+    return job.scheduled_for
+
+
 def new_context(job: ClaimedJob, *, ask_database: bool = False) -> JobContext:
     """The ``jobs.current()`` of a claimed job. The worker tells it of cancel requests;
     with ``ask_database`` (``jobs.tick()``, eager mode: no heartbeat), checking for one
@@ -83,7 +91,7 @@ def new_context(job: ClaimedJob, *, ask_database: bool = False) -> JobContext:
         job_id=job.id,
         name=job.name,
         attempt=job.attempts,
-        scheduled_for=job.scheduled_for,
+        scheduled_for=occurrence_of(job),
         payload=job.payload,
         ask_database=(lambda: bool(lifecycle.cancel_requested_among([job])))
         if ask_database

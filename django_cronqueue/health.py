@@ -2,8 +2,10 @@
 cronqueue_status`` prints and what its ``--check`` probes.
 
 ``collect(now)`` gathers the facts of the read model (``observe``) into a ``StatusReport``:
-job counts per status and name, the oldest due pending job, every cron schedule with its
-next run and whether it is overdue, the workers with their heartbeats, the running jobs
+job counts per status and name, the oldest due pending job, the cron schedules with their
+next run and whether they are overdue (every code schedule; of the dynamic ones the
+overdue, the paused and the next to run, a bounded number, unless ``every_schedule``; and
+the counts of all of them), the workers with their heartbeats, the running jobs
 with their progress and cancel requests, and the pauses of queues and job names.
 ``problems(report, ...)`` turns it into the reasons a health probe should fail; jobs
 that a pause holds back wait on purpose, so they do not count as waiting too long.
@@ -26,6 +28,7 @@ from .observe import (
     OldestPending,
     PauseState,
     RunningJob,
+    ScheduleCounts,
     ScheduleStatus,
     WorkerStatus,
 )
@@ -38,6 +41,7 @@ __all__ = [
     "OldestPending",
     "PauseState",
     "RunningJob",
+    "ScheduleCounts",
     "ScheduleStatus",
     "StatusReport",
     "WorkerStatus",
@@ -63,6 +67,10 @@ class StatusReport:
     # the due pending row waiting longest that no pause holds back (what --check judges)
     oldest_unpaused_pending: OldestPending | None = None
     problems: list[str] = field(default_factory=list)
+    # the schedule rows counted (total, dynamic, paused, inactive), listed in schedules or not
+    schedule_counts: ScheduleCounts = field(default_factory=ScheduleCounts)
+    overdue_count: int = 0  # every overdue schedule, listed in schedules or not
+    schedules_not_listed: int = 0  # dynamic ones, neither overdue nor paused, not listed
 
     @property
     def pauses_in_force(self) -> list[PauseState]:
@@ -87,22 +95,28 @@ class StatusReport:
 
 
 def collect(
-    now: dt.datetime | None = None, *, schedule_grace: float = DEFAULT_SCHEDULE_GRACE
+    now: dt.datetime | None = None,
+    *,
+    schedule_grace: float = DEFAULT_SCHEDULE_GRACE,
+    every_schedule: bool = False,
 ) -> StatusReport:
-    """Read the state of the queue as of ``now`` (aware; default: the current time)."""
+    """Read the state of the queue as of ``now`` (aware; default: the current time): a
+    fixed number of queries, whatever the number of schedules, unless ``every_schedule``
+    (then every schedule is listed, read in chunks)."""
     if now is None:
         now = timezone.now()
     elif timezone.is_naive(now):
         raise ValueError("collect(now=...) needs an aware datetime.")
     lease = float(get_settings().LEASE)
     counts, by_name = observe.counts_per_status_and_name()
+    statuses = observe.schedule_statuses(now, schedule_grace, every=every_schedule)
     return StatusReport(
         now=now,
         counts=counts,
         counts_by_name=by_name,
         oldest_pending=observe.oldest_pending(now),
         oldest_pending_by_queue=observe.oldest_pending_by_queue(now),
-        schedules=observe.schedule_statuses(now, schedule_grace),
+        schedules=statuses.listed,
         workers=observe.workers(now, lease),
         lease=lease,
         schedule_grace=schedule_grace,
@@ -110,6 +124,9 @@ def collect(
         running=observe.running_jobs(),
         pauses=observe.pauses(now),
         oldest_unpaused_pending=observe.oldest_pending(now, skip_paused=True),
+        schedule_counts=statuses.counts,
+        overdue_count=statuses.overdue,
+        schedules_not_listed=statuses.not_listed,
     )
 
 
@@ -124,7 +141,7 @@ def problems(
     - fewer than ``min_workers`` live workers (0 turns this off);
     - a live worker's clock is off the database's by more than ``MAX_CLOCK_SKEW`` (it
       refuses to claim);
-    - a schedule is overdue;
+    - a schedule is overdue (one sentence per listed one, one for those not listed);
     - the oldest due pending job that no pause holds back has waited more than
       ``max_pending_age`` seconds (None turns this off).
     """
@@ -149,6 +166,11 @@ def problems(
             f"{schedule.next_run.isoformat() if schedule.next_run else '?'} was not created "
             f"({schedule.overdue_seconds:.0f}s ago, grace {report.schedule_grace:g}s); "
             "is a runjobs process with the scheduler running?"
+        )
+    if (unlisted := report.overdue_count - len(report.overdue_schedules)) > 0:
+        found.append(
+            f"{unlisted} more cron schedule(s) are overdue (grace {report.schedule_grace:g}s); "
+            "cronqueue_status --all-schedules lists them."
         )
     oldest = report.oldest_unpaused_pending
     if max_pending_age is not None and oldest is not None and oldest.age_seconds > max_pending_age:

@@ -17,13 +17,16 @@ from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from .cronspec import DEFAULT_MAX_CATCH_UP
 from .flowspec import MAX_LIMIT_KEY_LENGTH
+from .registry import JobDefinition
 from .validation import MAX_DEDUPE_KEY_LENGTH, MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 
 __all__ = [
     "FINISHED_STATUSES",
     "MAX_DEDUPE_KEY_LENGTH",
     "CronSchedule",
+    "CronScheduleSource",
     "ExactCharField",
     "FlowLock",
     "Job",
@@ -124,6 +127,17 @@ class Job(models.Model):
     limit_key = ExactCharField(
         max_length=MAX_LIMIT_KEY_LENGTH, blank=True, default="", db_default="", editable=False
     )
+    # The dynamic schedule (CronSchedule.objects.create_dynamic) this row is an occurrence
+    # or a manual run of; "" for every other row. Its occurrences carry the name of the job
+    # they run, so two schedules of one job tell their rows apart by this column.
+    schedule = ExactCharField(
+        "dynamic schedule",
+        max_length=MAX_NAME_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -151,8 +165,12 @@ class Job(models.Model):
             models.UniqueConstraint(
                 fields=["name", "active_dedupe_key"], name="cronqueue_job_unique_active_dedupe"
             ),
+            # One row per occurrence: of a code schedule (name, scheduled_for, ""), and of
+            # each dynamic schedule of a job (job name, scheduled_for, schedule name). ""
+            # rather than NULL for the others: NULLs never collide.
             models.UniqueConstraint(
-                fields=["name", "scheduled_for"], name="cronqueue_job_unique_occurrence"
+                fields=["name", "scheduled_for", "schedule"],
+                name="cronqueue_job_unique_schedule_occurrence",
             ),
             models.UniqueConstraint(
                 fields=["name", "window_dedupe_key"], name="cronqueue_job_unique_window_dedupe"
@@ -294,15 +312,78 @@ class Pause(models.Model):
         return self.until is None or self.until > now
 
 
-class CronSchedule(models.Model):
-    """The stored state of a ``@jobs.cron`` schedule.
+class CronScheduleManager(models.Manager["CronSchedule"]):
+    def create_dynamic(
+        self,
+        *,
+        name: str,
+        job: str | JobDefinition,
+        expression: str,
+        payload: dict[str, Any] | None = None,
+        tz: str | None = None,
+        catch_up: str = "latest",
+        catch_up_window: dt.timedelta | float | None = None,
+        max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+        overlap: str = "allow",
+        retries: int | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> CronSchedule:
+        """A schedule made at run time: ``job`` (a ``@jobs.job`` name or handle) runs with
+        ``payload`` as keyword arguments at every occurrence of ``expression`` in ``tz``.
+        Armed at its creation: nothing earlier fires."""
+        return verbs().create_dynamic_schedule(
+            name=name,
+            job=job,
+            payload=payload,
+            expression=expression,
+            tz=tz,
+            catch_up=catch_up,
+            catch_up_window=catch_up_window,
+            max_catch_up=max_catch_up,
+            overlap=overlap,
+            retries=retries,
+            queue=queue,
+            priority=priority,
+        )
 
-    The code is the source of truth for ``expression``, ``tz`` and ``options``; this
-    row keeps what the code cannot: the ``cursor`` (the instant up to which occurrences
-    have been considered), whether it is paused, and whether its code still exists.
+
+class CronScheduleSource(models.TextChoices):
+    CODE = "code", "Code (@jobs.cron)"
+    DYNAMIC = "dynamic", "Dynamic (created at run time)"
+
+
+class CronSchedule(models.Model):
+    """The stored state of a cron schedule: a ``@jobs.cron`` one (``source`` "code") or
+    one created at run time by ``CronSchedule.objects.create_dynamic`` ("dynamic").
+
+    For a code schedule the code is the source of truth for ``expression``, ``tz`` and
+    ``options``; this row keeps what the code cannot: the ``cursor`` (the instant up to
+    which occurrences have been considered), whether it is paused, and whether its code
+    still exists. A dynamic schedule's row is its whole definition: the ``job`` it runs
+    (a ``@jobs.job``), its ``payload``, and the same when and options.
     """
 
+    Source = CronScheduleSource
+
     name = models.CharField(max_length=MAX_NAME_LENGTH, unique=True)
+    source = models.CharField(
+        max_length=8,
+        choices=CronScheduleSource.choices,
+        default=CronScheduleSource.CODE,
+        db_default=CronScheduleSource.CODE,
+        editable=False,
+    )
+    job = ExactCharField(
+        max_length=MAX_NAME_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The @jobs.job a dynamic schedule runs; empty for a code schedule.",
+    )
+    payload = models.JSONField(
+        default=dict, blank=True, help_text="A dynamic schedule's keyword arguments."
+    )
     expression = models.CharField(max_length=200)
     tz = models.CharField("time zone", max_length=64)
     options = models.JSONField(default=dict, blank=True)
@@ -316,13 +397,25 @@ class CronSchedule(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
+    objects = CronScheduleManager()
+
     class Meta:
         app_label = "django_cronqueue"
         ordering = ["name"]
         verbose_name = "cron schedule"
+        indexes = [
+            # Every tick: WHERE active AND NOT paused AND next_run <= now.
+            models.Index(fields=["active", "paused", "next_run"], name="cronqueue_schedule_due"),
+            # Syncing with the code reads the code rows only, whatever the dynamic ones.
+            models.Index(fields=["source", "name"], name="cronqueue_schedule_source"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.expression} {self.tz})"
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.source == CronScheduleSource.DYNAMIC
 
     def run_now(self) -> Job:
         """Enqueue one manual run at once; the schedule itself is not disturbed."""
@@ -340,6 +433,16 @@ class CronSchedule(models.Model):
         """Materialize again, by the catch-up policy. False if it was not paused."""
         return verbs().set_schedule_paused(self, False)
 
+    def edit(self, **changes: Any) -> None:
+        """Change a dynamic schedule (its job, payload, expression, tz or options); an
+        edit of the expression or the zone re-arms it now. Refused for code schedules."""
+        verbs().edit_schedule(self, changes)
+
+    def delete(self, using: Any = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
+        """Delete a dynamic schedule: no occurrence after this; its rows stay. Refused
+        for code schedules (their rows follow the code)."""
+        return verbs().delete_schedule(self)
+
 
 class ModelVerbs(Protocol):
     """What the models' verbs do, implemented by ``django_cronqueue.verbs.Verbs``."""
@@ -352,6 +455,9 @@ class ModelVerbs(Protocol):
         self, schedule: CronSchedule, start: dt.datetime, end: dt.datetime
     ) -> int: ...
     def set_schedule_paused(self, schedule: CronSchedule, paused: bool) -> bool: ...
+    def create_dynamic_schedule(self, **definition: Any) -> CronSchedule: ...
+    def edit_schedule(self, schedule: CronSchedule, changes: dict[str, Any]) -> None: ...
+    def delete_schedule(self, schedule: CronSchedule) -> tuple[int, dict[str, int]]: ...
 
 
 def verbs() -> ModelVerbs:

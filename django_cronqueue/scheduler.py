@@ -3,15 +3,20 @@
 A process syncs the ``CronSchedule`` rows with its registry on its first tick (and again
 when its definitions change or one of their rows has gone missing); every tick then reads
 only the due rows and materializes the occurrences that came due since each schedule's
-cursor, so a site with a thousand schedules pays for two small queries when nothing is
-due. Exactly-once creation rests
+cursor, so a site with a hundred thousand schedules pays for one query on the due
+index when nothing is due. Exactly-once creation rests
 on the database, never on there being a single scheduler:
 
 - the cursor advances by compare-and-set (``UPDATE ... WHERE cursor = <the value read>``)
   as the first statement of the transaction that inserts the occurrences, so of several
   processes that read the same cursor exactly one wins and the others insert nothing;
-- a unique constraint on (name, scheduled_for) refuses a second row for an occurrence
-  whatever path (materialization or backfill) tries to create it.
+- a unique constraint on (name, scheduled_for, schedule) refuses a second row for an
+  occurrence whatever path (materialization or backfill) tries to create it: ``name`` is
+  the job's, ``schedule`` is "" for a code schedule and the schedule's name for a
+  dynamic one, so two dynamic schedules of one job have an occurrence each.
+
+Code schedules (``@jobs.cron``) and dynamic ones (``django_cronqueue.dynamic``) share
+this path; ``Target`` says what a schedule's occurrences are.
 """
 
 from __future__ import annotations
@@ -19,22 +24,28 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from . import lifecycle, signals
-from .conf import database_alias
+from .conf import database_alias, get_settings
 from .cronspec import MISSED_AFTER, CronSpec
-from .enqueue import build_job, enqueue
+from .dynamic import Target, code_target, dynamic_target
+from .eager import run_eagerly
+from .enqueue import build_job, enqueue, insert_rows
 from .exceptions import UnknownJob
-from .models import CronSchedule, Job, JobStatus
+from .models import CronSchedule, CronScheduleSource, Job, JobStatus
 from .notify import wake_workers
 from .registry import JobDefinition, registry
 
 logger = logging.getLogger("django_cronqueue")
+
+#: Due schedules materialized in one transaction (``Scheduler.materialize``).
+BATCH_SIZE = 500
 
 MAX_BACKFILL = 1000
 #: Backfill looks up existing rows this many occurrences at a time (their instants are
@@ -58,9 +69,10 @@ def _spec(definition: JobDefinition) -> CronSpec:
 
 def sync_schedules(now: dt.datetime) -> dict[str, CronSchedule]:
     """Create missing rows (armed at ``now``), update changed ones, mark removed ones
-    inactive. Returns the rows of the schedules this process defines."""
+    inactive: of the code schedules only, whatever the number of dynamic ones. Returns
+    the rows of the schedules this process defines."""
     definitions = registry.cron_definitions()
-    rows = {row.name: row for row in _schedules().all()}
+    rows = {row.name: row for row in _schedules().filter(source=CronScheduleSource.CODE)}
     for name, row in rows.items():
         if name not in definitions and row.active:
             _schedules().filter(pk=row.pk, active=True).update(active=False, updated_at=now)
@@ -68,9 +80,9 @@ def sync_schedules(now: dt.datetime) -> dict[str, CronSchedule]:
     synced = {}
     for name, definition in definitions.items():
         existing = rows.get(name)
-        synced[name] = (
-            _create(definition, now) if existing is None else _update(definition, existing, now)
-        )
+        armed = _create(definition, now) if existing is None else _update(definition, existing, now)
+        if armed is not None:
+            synced[name] = armed
     return synced
 
 
@@ -79,8 +91,9 @@ def _wanted(definition: JobDefinition) -> dict[str, Any]:
     return {"expression": spec.expression, "tz": spec.tz, "options": spec.options(), "active": True}
 
 
-def _create(definition: JobDefinition, now: dt.datetime) -> CronSchedule:
-    """A schedule seen for the first time is armed at ``now``: nothing earlier fires."""
+def _create(definition: JobDefinition, now: dt.datetime) -> CronSchedule | None:
+    """A schedule seen for the first time is armed at ``now``: nothing earlier fires.
+    None when a dynamic schedule holds its name (it keeps it; logged)."""
     next_runs = _spec(definition).next_runs(now, 1)
     try:
         with transaction.atomic(using=database_alias()):
@@ -92,8 +105,16 @@ def _create(definition: JobDefinition, now: dt.datetime) -> CronSchedule:
                 updated_at=now,
                 **_wanted(definition),
             )
-    except IntegrityError:  # another process armed it first
-        return _schedules().get(name=definition.name)
+    except IntegrityError:  # another process armed it first, or a dynamic schedule has it
+        row = _schedules().get(name=definition.name)
+    if row.is_dynamic:
+        logger.error(
+            "Cron schedule %s is defined in code, but a dynamic schedule has that name: the "
+            "code schedule does not run. Rename one of them.",
+            definition.name,
+        )
+        return None
+    return row
 
 
 def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> CronSchedule:
@@ -118,67 +139,252 @@ class Scheduler:
     """Materializes due occurrences, tick after tick, for one process.
 
     It remembers which definitions it last synced with their rows (per database alias),
-    so a tick with nothing due costs two small queries; a fresh Scheduler (a starting
-    worker) syncs every schedule row with the code on its first tick.
+    so a tick with nothing due costs one query on the due index; a fresh Scheduler (a
+    starting worker) syncs the code schedules' rows with its code on its first tick.
+    A process materializes the code schedules it defines and the dynamic schedules of
+    the jobs it defines: a dynamic schedule of a job it lacks (a rolling deploy) is left
+    to a process that has it, and logged once.
     """
 
     def __init__(self) -> None:
         self._synced: dict[str, tuple[JobDefinition, ...]] = {}
+        self._unrunnable: set[tuple[str, str]] = set()
 
     def materialize(self, now: dt.datetime) -> int:
-        """Create the rows of every occurrence due by ``now``. Returns how many."""
+        """Create the rows of every occurrence due by ``now``. Returns how many.
+
+        Schedules with ``overlap="skip"`` are materialized one at a time (each looks at
+        its previous occurrence); the others in batches of ``BATCH_SIZE``, one
+        transaction each, so that ten thousand schedules due at once cost a few dozen
+        statements rather than ten thousand transactions."""
         definitions = registry.cron_definitions()
         created = 0
+        batch: list[Planned] = []
+        maths = Occurrences(now)
         for row in self.due_schedules(definitions, now):
-            name = row.name
-            try:
-                created += materialize_schedule(definitions[name], row, now)
-            except (IntegrityError, DatabaseError) as exc:
-                # Lost a race with a backfill or another scheduler: the next tick sees the rows.
-                logger.info("Cron schedule %s: materialization deferred (%s)", name, exc)
+            target = self._target(row, definitions)
+            if target is None:
+                continue
+            if target.spec.overlap != "allow":
+                created += _materialize_alone(target, row, now)
+                continue
+            planned = _planned(target, row, maths)
+            if planned is not None:
+                batch.append(planned)
+        for start in range(0, len(batch), BATCH_SIZE):
+            created += _materialize_batch(batch[start : start + BATCH_SIZE], now)
         return created
+
+    def _target(self, row: CronSchedule, definitions: dict[str, JobDefinition]) -> Target | None:
+        """What ``row`` materializes into in this process, or None (not this process's)."""
+        if not row.is_dynamic:
+            definition = definitions.get(row.name)
+            return None if definition is None else code_target(definition)
+        try:
+            target = dynamic_target(row)
+        except (UnknownJob, ValueError) as exc:
+            key = (row.name, row.job)
+            if key not in self._unrunnable:
+                self._unrunnable.add(key)
+                logger.warning(
+                    "Dynamic cron schedule %s is not materialized by this process: %s",
+                    row.name,
+                    exc,
+                )
+            return None
+        self._unrunnable.discard((row.name, row.job))
+        return target
 
     def due_schedules(
         self, definitions: dict[str, JobDefinition], now: dt.datetime
     ) -> list[CronSchedule]:
-        """The rows of ``definitions`` due by ``now`` (not paused), synced with the code
-        first when these definitions were not synced yet or one of their rows is missing
-        (deleted, or marked inactive by a process that lacks the code)."""
+        """The rows due by ``now`` (active, not paused), read with the rows named by
+        ``definitions`` in one query; the code rows are synced with the code first when
+        these definitions were not synced yet or one of their rows is missing (deleted,
+        or marked inactive by a process that lacks the code)."""
         alias = database_alias()
-        synced = self._synced.get(alias)
         current = tuple(definitions.values())
+        synced = self._synced.get(alias)
         in_sync = (
             synced is not None
             and len(synced) == len(current)
             and all(a is b for a, b in zip(synced, current, strict=True))
         )
-        if in_sync and current:
-            active = set(_schedules().filter(active=True).values_list("name", flat=True))
-            in_sync = definitions.keys() <= active
+        if in_sync:
+            rows = _due_or_named(now, definitions)
+            in_sync = definitions.keys() <= {row.name for row in rows if row.active}
         if not in_sync:
-            rows = sync_schedules(now)
+            sync_schedules(now)
             self._synced[alias] = current
-            return [row for row in rows.values() if _is_due(row, now)]
-        due = _schedules().filter(active=True, paused=False, next_run__lte=now)
-        return [row for row in due if row.name in definitions]
+            rows = _due_or_named(now, {})
+        return [row for row in rows if _is_due(row, now)]
+
+
+def _due_or_named(now: dt.datetime, definitions: dict[str, JobDefinition]) -> list[CronSchedule]:
+    due = Q(active=True, paused=False, next_run__lte=now)
+    if definitions:
+        due |= Q(name__in=list(definitions))
+    return list(_schedules().filter(due).order_by())
 
 
 def _is_due(row: CronSchedule, now: dt.datetime) -> bool:
-    return not row.paused and row.next_run is not None and row.next_run <= now
+    return row.active and not row.paused and row.next_run is not None and row.next_run <= now
 
 
-def materialize_schedule(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> int:
-    spec = _spec(definition)
+def _materialize_alone(target: Target, row: CronSchedule, now: dt.datetime) -> int:
+    try:
+        return materialize_schedule(target, row, now)
+    except (IntegrityError, DatabaseError) as exc:
+        # Lost a race with a backfill or another scheduler: the next tick sees the rows.
+        logger.info("Cron schedule %s: materialization deferred (%s)", row.name, exc)
+    except ValueError as exc:  # a row changed by hand (a bad queue): the others go on
+        logger.warning("Cron schedule %s: not materialized: %s", row.name, exc)
+    return 0
+
+
+@dataclass
+class Planned:
+    """A due schedule's row as read, and what materializing it writes."""
+
+    target: Target
+    row: CronSchedule
+    due: list[dt.datetime]
+    next_run: dt.datetime | None
+    jobs: list[Job]
+
+
+class Occurrences:
+    """The cron maths of one ``materialize`` call, computed once per rule and cursor:
+    schedules due together mostly share both."""
+
+    def __init__(self, now: dt.datetime) -> None:
+        self.now = now
+        self._due: dict[tuple[CronSpec, dt.datetime], list[dt.datetime]] = {}
+        self._next: dict[CronSpec, dt.datetime | None] = {}
+
+    def due(self, spec: CronSpec, cursor: dt.datetime) -> list[dt.datetime]:
+        key = (spec, cursor)
+        if key not in self._due:
+            self._due[key] = choose_occurrences(spec, cursor, self.now)
+        return self._due[key]
+
+    def next_run(self, spec: CronSpec) -> dt.datetime | None:
+        if spec not in self._next:
+            next_runs = spec.next_runs(self.now, 1)
+            self._next[spec] = next_runs[0] if next_runs else None
+        return self._next[spec]
+
+
+def _planned(target: Target, row: CronSchedule, maths: Occurrences) -> Planned | None:
+    """The occurrences of ``row`` due by ``maths.now`` and their unsaved rows; None when
+    there is nothing to do or a row cannot be built (logged: the others go on)."""
+    now = maths.now
+    if row.cursor is None or row.cursor >= now:
+        return None
+    due = maths.due(target.spec, row.cursor)
+    try:
+        jobs = [_build(target, now, scheduled_for=instant) for instant in due]
+    except ValueError as exc:  # a row changed by hand (a bad queue)
+        logger.warning("Cron schedule %s: not materialized: %s", row.name, exc)
+        return None
+    return Planned(target, row, due, maths.next_run(target.spec), jobs)
+
+
+def _materialize_batch(batch: list[Planned], now: dt.datetime) -> int:
+    """Materialize ``batch`` in one transaction; on a database error (a lost race with a
+    backfill, a deadlock, SQLite's busy snapshot) fall back to one schedule at a time."""
+    try:
+        won, created = _write_batch(batch, now)
+    except (IntegrityError, DatabaseError) as exc:
+        logger.info(
+            "Cron schedules: a batch of %d fell back to one at a time (%s)", len(batch), exc
+        )
+        return sum(_materialize_alone(p.target, p.row, now) for p in batch)
+    for planned in won:
+        planned.row.cursor = planned.row.updated_at = now
+        planned.row.next_run = planned.next_run
+    rows = {(p.target.definition.name, p.target.schedule): p.row for p in won}
+    for job in created:
+        row = rows[(job.name, job.schedule)]
+        signals.send(signals.cron_occurrence_created, row.name, job=job, schedule=row)
+    return len(created)
+
+
+def _write_batch(batch: list[Planned], now: dt.datetime) -> tuple[list[Planned], list[Job]]:
+    """The batch's compare-and-set and inserts, in one transaction."""
+    using = database_alias()
+    with transaction.atomic(using=using):
+        won = _advance_locked(batch, now)
+        if not won:
+            return [], []
+        jobs = _without_existing([job for p in won for job in p.jobs])
+        created = insert_rows(jobs, using)
+        wake_workers(using, [job.run_at for job in created], now)
+    return won, created
+
+
+def _advance_locked(batch: list[Planned], now: dt.datetime) -> list[Planned]:
+    """Lock the rows in primary key order (``FOR UPDATE`` on PostgreSQL and MySQL;
+    SQLite's writer is alone) and advance those whose cursor and ``updated_at`` are still
+    those read: of several schedulers that read the same row, one writes its occurrences
+    and the others skip it. One UPDATE per distinct (next run, last occurrence), which
+    schedules due together mostly share (Django's bulk_update, a CASE per row, is far
+    slower)."""
+    by_pk = {planned.row.pk: planned for planned in batch}
+    current = (
+        _schedules()
+        .select_for_update()
+        .filter(pk__in=list(by_pk), paused=False)
+        .order_by("pk")
+        .values_list("pk", "cursor", "updated_at")
+    )
+    won = [
+        by_pk[pk]
+        for pk, cursor, updated_at in current
+        if (cursor, updated_at) == (by_pk[pk].row.cursor, by_pk[pk].row.updated_at)
+    ]
+    groups: dict[tuple[dt.datetime | None, dt.datetime | None], list[int]] = {}
+    for p in won:
+        last = p.due[-1] if p.due else p.row.last_occurrence
+        groups.setdefault((p.next_run, last), []).append(p.row.pk)
+    for (next_run, last), pks in groups.items():
+        _schedules().filter(pk__in=pks).update(
+            cursor=now, next_run=next_run, last_occurrence=last, updated_at=now
+        )
+    return won
+
+
+def _without_existing(jobs: list[Job]) -> list[Job]:
+    """``jobs`` minus the occurrences that have a row already (a backfill made it)."""
+    if not jobs:
+        return []
+    instants = [job.scheduled_for for job in jobs if job.scheduled_for is not None]
+    existing = set(
+        Job.objects.using(database_alias())
+        .filter(
+            name__in={job.name for job in jobs},
+            schedule__in={job.schedule for job in jobs},
+            scheduled_for__gte=min(instants),
+            scheduled_for__lte=max(instants),
+        )
+        .values_list("name", "scheduled_for", "schedule")
+    )
+    return [job for job in jobs if (job.name, job.scheduled_for, job.schedule) not in existing]
+
+
+def materialize_schedule(target: Target, row: CronSchedule, now: dt.datetime) -> int:
     cursor = row.cursor
     if cursor is None or cursor >= now:
         return 0
-    due = choose_occurrences(definition, cursor, now)
-    next_runs = spec.next_runs(now, 1)
+    due = choose_occurrences(target.spec, cursor, now)
+    next_runs = target.spec.next_runs(now, 1)
     using = database_alias()
     with transaction.atomic(using=using):
+        # The row as it was read: an edit, pause or delete since then makes this one
+        # lose, and the next tick reads the row again.
         won = (
             _schedules()
-            .filter(pk=row.pk, cursor=cursor, paused=False)
+            .filter(pk=row.pk, cursor=cursor, updated_at=row.updated_at, paused=False)
             .update(
                 cursor=now,
                 next_run=next_runs[0] if next_runs else None,
@@ -188,22 +394,19 @@ def materialize_schedule(definition: JobDefinition, row: CronSchedule, now: dt.d
         )
         if not won:
             return 0
-        jobs = create_occurrences(definition, due, now)
-    row.cursor = now
+        jobs = create_occurrences(target, due, now)
+    row.cursor = row.updated_at = now
     for job in jobs:
-        signals.send(signals.cron_occurrence_created, definition.name, job=job, schedule=row)
+        signals.send(signals.cron_occurrence_created, row.name, job=job, schedule=row)
     return len(jobs)
 
 
-def choose_occurrences(
-    definition: JobDefinition, cursor: dt.datetime, now: dt.datetime
-) -> list[dt.datetime]:
+def choose_occurrences(spec: CronSpec, cursor: dt.datetime, now: dt.datetime) -> list[dt.datetime]:
     """The occurrences in (cursor, now] to create, by the catch-up policy.
 
     On-time ones (at most a minute old) always; missed ones by ``catch_up``, and never
     any older than the catch-up window.
     """
-    spec = _spec(definition)
     oldest = max(cursor, now - spec.window)
     instants = spec.occurrences(oldest, now)
     on_time = [instant for instant in instants if now - instant <= MISSED_AFTER]
@@ -217,23 +420,26 @@ def choose_occurrences(
     return missed + on_time
 
 
-def create_occurrences(
-    definition: JobDefinition, instants: list[dt.datetime], now: dt.datetime
-) -> list[Job]:
+def _rows_of(target: Target) -> QuerySet[Job]:
+    """The job rows of the schedule ``target`` belongs to."""
+    return Job.objects.using(database_alias()).filter(
+        name=target.definition.name, schedule=target.schedule
+    )
+
+
+def create_occurrences(target: Target, instants: list[dt.datetime], now: dt.datetime) -> list[Job]:
     """Insert one row per instant that has none yet (inside the caller's transaction)."""
     if not instants:
         return []
-    jobs = Job.objects.using(database_alias())
     existing = set(
-        jobs.filter(name=definition.name, scheduled_for__in=instants).values_list(
-            "scheduled_for", flat=True
-        )
+        _rows_of(target).filter(scheduled_for__in=instants).values_list("scheduled_for", flat=True)
     )
     blocker = None
-    overlap = _spec(definition).overlap
+    overlap = target.spec.overlap
     if overlap == "skip":
         blocker = (
-            jobs.filter(name=definition.name, status__in=[JobStatus.PENDING, JobStatus.RUNNING])
+            _rows_of(target)
+            .filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING])
             .order_by("-id")
             .first()
         )
@@ -241,15 +447,33 @@ def create_occurrences(
     for instant in instants:
         if instant in existing:
             continue
-        row = build_job(definition, {}, now=now, run_at=instant, scheduled_for=instant)
+        row = _build(target, now, scheduled_for=instant)
         if blocker is not None:
             lifecycle.mark_skipped(row, _skip_reason(blocker), now=now)
         elif overlap == "skip":
             blocker = row
         rows.append(row)
-    created = jobs.bulk_create(rows)
+    created = Job.objects.using(database_alias()).bulk_create(rows)
     wake_workers(database_alias(), [row.run_at for row in created], now)
     return created
+
+
+def _build(target: Target, now: dt.datetime, *, scheduled_for: dt.datetime | None) -> Job:
+    """An unsaved row of ``target``: an occurrence, or a manual run (no ``scheduled_for``)."""
+    row = build_job(
+        target.definition,
+        target.payload,
+        now=now,
+        run_at=scheduled_for or now,
+        scheduled_for=scheduled_for,
+        queue=target.queue,
+        priority=target.priority,
+        payload_checked=target.payload_checked,
+    )
+    row.schedule = target.schedule
+    if target.max_attempts is not None:
+        row.max_attempts = target.max_attempts
+    return row
 
 
 def _skip_reason(blocker: Job) -> str:
@@ -264,19 +488,34 @@ def _skip_reason(blocker: Job) -> str:
 # --- operator actions ---------------------------------------------------------------
 
 
-def _definition_of(schedule: CronSchedule) -> JobDefinition:
+def target_of(schedule: CronSchedule) -> Target:
+    """What ``schedule`` runs in this process; raises UnknownJob when its code (or, for
+    a dynamic schedule, its job) is not defined here."""
+    if schedule.is_dynamic:
+        return dynamic_target(schedule)
     definition = registry.get(schedule.name)
     if definition is None or definition.cron is None:
         raise UnknownJob(
             f"Cron schedule {schedule.name!r} is not defined in this process's code "
             "(removed, or its module is not imported), so it cannot run."
         )
-    return definition
+    return code_target(definition)
 
 
 def run_now(schedule: CronSchedule) -> Job:
     """One manual run, due at once, with no ``scheduled_for``; the cursor is untouched."""
-    return enqueue(_definition_of(schedule), {})
+    target = target_of(schedule)
+    if not target.schedule:
+        return enqueue(target.definition, {})
+    now = timezone.now()
+    row = _build(target, now, scheduled_for=None)
+    using = database_alias()
+    with transaction.atomic(using=using):
+        row.save(force_insert=True, using=using)
+        wake_workers(using, [row.run_at], now)
+    if get_settings().EAGER:  # tests: run it now (django_cronqueue.eager)
+        return run_eagerly(row)
+    return row
 
 
 def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> int:
@@ -287,15 +526,14 @@ def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> in
     cost follows what is created (and the rows found to exist already), never the length
     of the range: ``end`` may be in year 9999.
     """
-    definition = _definition_of(schedule)
+    target = target_of(schedule)
     after, until = _cron_bound(start, "start"), _cron_bound(end, "end")
     if until <= after:
         return 0
     now = timezone.now()
-    instants = _spec(definition).iter_occurrences(after, until)
-    using = database_alias()
+    instants = target.spec.iter_occurrences(after, until)
     created: list[Job] = []
-    with transaction.atomic(using=using):
+    with transaction.atomic(using=database_alias()):
         # Serializes concurrent backfills of one schedule (a no-op lock on SQLite,
         # where the transaction is exclusive anyway).
         list(_schedules().select_for_update().filter(pk=schedule.pk).values_list("pk"))
@@ -304,15 +542,15 @@ def backfill(schedule: CronSchedule, start: dt.datetime, end: dt.datetime) -> in
             if not chunk:
                 break
             existing = set(
-                Job.objects.using(using)
-                .filter(name=definition.name, scheduled_for__in=chunk)
+                _rows_of(target)
+                .filter(scheduled_for__in=chunk)
                 .values_list("scheduled_for", flat=True)
             )
             missing = [instant for instant in chunk if instant not in existing]
             missing = missing[: MAX_BACKFILL - len(created)]
-            created.extend(create_occurrences(definition, missing, now))
+            created.extend(create_occurrences(target, missing, now))
     for job in created:
-        signals.send(signals.cron_occurrence_created, definition.name, job=job, schedule=schedule)
+        signals.send(signals.cron_occurrence_created, schedule.name, job=job, schedule=schedule)
     return len(created)
 
 

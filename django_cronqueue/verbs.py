@@ -1,6 +1,7 @@
 """The models' verbs, carried out: ``Job.retry()``, ``Job.cancel()``, ``Job.run_now()``
 by ``lifecycle``; ``CronSchedule.run_now()``, ``backfill()``, ``pause()`` and ``resume()``
-by ``scheduler``. ``AppConfig.ready()`` attaches one ``Verbs`` to the app config, where
+by ``scheduler``; ``CronSchedule.objects.create_dynamic()``, ``edit()`` and ``delete()`` by
+``dynamic``. ``AppConfig.ready()`` attaches one ``Verbs`` to the app config, where
 ``django_cronqueue.models.verbs()`` finds it: the models sit below both modules and so
 cannot import them.
 """
@@ -8,8 +9,9 @@ cannot import them.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
-from . import lifecycle, scheduler
+from . import dynamic, lifecycle, scheduler
 from .models import CronSchedule, Job, ModelVerbs
 
 
@@ -33,3 +35,12 @@ class Verbs(ModelVerbs):
 
     def set_schedule_paused(self, schedule: CronSchedule, paused: bool) -> bool:
         return scheduler.set_paused(schedule, paused)
+
+    def create_dynamic_schedule(self, **definition: Any) -> CronSchedule:
+        return dynamic.create(**definition)
+
+    def edit_schedule(self, schedule: CronSchedule, changes: dict[str, Any]) -> None:
+        dynamic.edit(schedule, changes)
+
+    def delete_schedule(self, schedule: CronSchedule) -> tuple[int, dict[str, int]]:
+        return dynamic.delete(schedule)

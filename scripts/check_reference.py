@@ -62,10 +62,11 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
         (EnqueueOptions, ("enqueue", "enqueue_many")),
         (Job, ("retry", "cancel", "run_now")),
         (JobContext, ("check_cancelled", "set_progress")),
-        (CronSchedule, ("run_now", "backfill", "pause", "resume")),
+        (CronSchedule, ("run_now", "backfill", "pause", "resume", "edit", "delete")),
     ):
         for name in names:
             found[f"{cls.__name__}.{name}"] = getattr(cls, name)
+    found["CronSchedule.objects.create_dynamic"] = CronSchedule.objects.create_dynamic
     for name in (
         "run_due_jobs",
         "run_until_idle",

@@ -1,5 +1,7 @@
 """factory-boy factories for the project's models: the one place tests build rows."""
 
+import datetime as dt
+
 import factory
 from django.utils import timezone
 
@@ -51,3 +53,25 @@ class WorkerFactory(factory.django.DjangoModelFactory):
     queues = factory.LazyFunction(list)
     concurrency = 1
     last_seen = factory.LazyFunction(timezone.now)
+
+
+def dynamic_schedules(
+    count, *, first_run, step=dt.timedelta(minutes=1), prefix="dynamic", **fields
+):
+    """``count`` dynamic schedules of ``testapp.send_report`` in one INSERT, named
+    ``<prefix>-0000``..., the n-th next running at ``first_run + n * step``."""
+    return CronSchedule.objects.bulk_create(
+        CronSchedule(
+            name=f"{prefix}-{n:04d}",
+            source=CronSchedule.Source.DYNAMIC,
+            job="testapp.send_report",
+            payload={"tenant_id": n},
+            expression="0 8 * * *",
+            tz="UTC",
+            options={"catch_up": "latest", "catch_up_window": 3600.0, "overlap": "allow"},
+            cursor=first_run - step,
+            next_run=first_run + n * step,
+            **fields,
+        )
+        for n in range(count)
+    )

@@ -1,7 +1,9 @@
 """The queue dashboard: status counts, the outcomes of each hour per job name as
 server-rendered SVG bar charts, queue depth, the oldest due pending job, live workers,
 the pauses of queues and job names (with Pause and Resume buttons for users who may
-change jobs) and the next runs of every schedule (for users who may view schedules).
+change jobs) and, for users who may view schedules, the next runs of every code schedule
+and of the dynamic ones that run next, with the counts of all schedules and links to
+their list.
 
 Every fact comes from the read model (``observe``), read once per page as
 ``DashboardFacts``; this module owns only how they are drawn: the chart geometry (numbers
@@ -46,7 +48,8 @@ class DashboardFacts:
     live_workers: list[observe.LiveWorker]
     silent_workers: int
     queues: list[observe.QueueDepth]
-    schedules: list[observe.ScheduleRow]
+    schedules: list[observe.ScheduleRow]  # the code ones, then the dynamic ones that run next
+    schedule_counts: observe.ScheduleCounts
     outcomes: observe.HourlyOutcomes
     pauses: observe.PauseTargets
 
@@ -56,6 +59,7 @@ def read_facts(now: dt.datetime, *, schedules: bool = True) -> DashboardFacts:
     them), else none are read."""
     counts, capped = observe.capped_status_counts()
     live, silent = observe.live_workers(now)
+    overview = observe.schedule_overview(now) if schedules else None
     return DashboardFacts(
         now=now,
         counts=counts,
@@ -65,7 +69,8 @@ def read_facts(now: dt.datetime, *, schedules: bool = True) -> DashboardFacts:
         live_workers=live,
         silent_workers=silent,
         queues=observe.queue_depths(now),
-        schedules=observe.schedule_overview(now) if schedules else [],
+        schedules=overview.rows if overview else [],
+        schedule_counts=overview.counts if overview else observe.ScheduleCounts(),
         outcomes=observe.hourly_outcomes(now),
         pauses=observe.pause_targets(now, observe.distinct_values("queue")),
     )
@@ -243,6 +248,7 @@ def dashboard_view(model_admin: ReadOnlyAdmin[Job], request: HttpRequest) -> Htt
         "silent_workers": facts.silent_workers,
         "show_schedules": show_schedules,
         "schedules": [_schedule_item(row, facts.now, site.name) for row in facts.schedules],
+        **_schedule_counts_context(facts, site.name),
         "status_counts": [
             {
                 "status": status,
@@ -293,6 +299,27 @@ def _schedule_item(row: observe.ScheduleRow, now: dt.datetime, site: str) -> dic
             args=[quote(schedule.pk)],
             current_app=site,
         ),
+    }
+
+
+def _schedule_counts_context(facts: DashboardFacts, site: str) -> dict[str, Any]:
+    """The counts of every schedule, each linked to the schedules list it filters."""
+    counts = facts.schedule_counts
+    changelist = reverse("admin:django_cronqueue_cronschedule_changelist", current_app=site)
+    return {
+        "schedule_counts": counts,
+        "schedules_not_shown": counts.total - len(facts.schedules),
+        "schedules_url": changelist,
+        "schedule_filters": [
+            {"count": n, "label": label, "url": f"{changelist}?{query}"}
+            for n, label, query in (
+                (counts.dynamic, "dynamic", "source__exact=dynamic"),
+                (counts.paused, "paused", "paused__exact=1"),
+                (counts.inactive, "inactive", "active__exact=0"),
+            )
+            if n
+        ],
+        "dynamic_shown": sum(row.schedule.is_dynamic for row in facts.schedules),
     }
 
 

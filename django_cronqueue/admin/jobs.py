@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from .. import observe
 from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS
-from ..models import Job, JobStatus, Worker
+from ..models import CronSchedule, Job, JobStatus, Worker
 from ..registry import registry
 from ..validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard, pauses
@@ -196,7 +196,10 @@ class JobAdmin(ReadOnlyAdmin[Job]):
 
     @admin.display(description="schedule")
     def schedule_display(self, job: Job) -> str:
-        schedule = observe.schedules().filter(name=job.name).only("pk", "name", "tz").first()
+        # A dynamic schedule's rows name it in Job.schedule; a code schedule's carry its name.
+        source = CronSchedule.Source.DYNAMIC if job.schedule else CronSchedule.Source.CODE
+        schedules = observe.schedules().filter(name=job.schedule or job.name, source=source)
+        schedule = schedules.only("pk", "name", "tz").first()
         if schedule is None:
             return "-" if job.scheduled_for is None else "an occurrence of a schedule since removed"
         link = format_html(

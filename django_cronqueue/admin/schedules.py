@@ -1,6 +1,7 @@
 """The CronSchedule admin: expression and its description in plain words, zone, next
 five runs, last occurrence and its job's status, paused; actions and buttons Pause,
-Resume, Run now and Backfill (its form and page)."""
+Resume, Run now and Backfill (its form and page). Adding, changing and deleting dynamic
+schedules is in ``schedule_editing``."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from ..exceptions import UnknownJob
 from ..models import CronSchedule
 from ..validation import MAX_NAME_LENGTH
 from .actions import Action, Noun, Outcome, each
-from .base import ReadOnlyAdmin
 from .renderers import local_time, plural, pretty_json, status_pill, warning_badge, zone
+from .schedule_editing import EditableScheduleAdmin
 from .search import fits, search
 
 NOT_DEFINED = "no code in this process defines it"
@@ -147,7 +148,7 @@ def backfill_bounds(
     return first, after
 
 
-class CronScheduleAdmin(ReadOnlyAdmin[CronSchedule]):
+class CronScheduleAdmin(EditableScheduleAdmin):
     change_list_template = "django_cronqueue/admin/cronschedule_change_list.html"
     change_form_template = "django_cronqueue/admin/cronschedule_change_form.html"
     list_display = [
@@ -158,13 +159,17 @@ class CronScheduleAdmin(ReadOnlyAdmin[CronSchedule]):
         "last_occurrence_display",
         "paused_display",
         "active",
+        "source",
     ]
     list_display_links = ["name_display"]
-    list_filter = ["paused", "active"]
+    list_filter = ["paused", "active", "source"]
     search_fields = ["name"]
     actions = ["pause_schedules", "resume_schedules", "run_schedules_now", "backfill_schedules"]
-    fields = [
+    code_fields = [
         "name_display",
+        "source",
+        "job",
+        "payload",
         "expression_display",
         "tz",
         "options_display",
@@ -177,8 +182,8 @@ class CronScheduleAdmin(ReadOnlyAdmin[CronSchedule]):
         "created_at",
         "updated_at",
     ]
-    # a flat list of names, which readonly_fields accepts; mypy sees fieldsets' wider type
-    readonly_fields = fields  # type: ignore[assignment]
+    fields = code_fields  # type: ignore[assignment]  # a flat list; mypy sees the wider type
+    readonly_fields = code_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[CronSchedule]:
         return observe.with_last_occurrence(super().get_queryset(request))

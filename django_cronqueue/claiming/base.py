@@ -23,7 +23,8 @@ TABLE = Job._meta.db_table
 LOCK_TABLE = NameLock._meta.db_table
 PAUSE_TABLE = Pause._meta.db_table
 RETURNED_COLUMNS = (
-    "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for, created_at"
+    "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for, "
+    "created_at, schedule"
 )
 
 
@@ -65,6 +66,7 @@ class ClaimedJob:
     scheduled_for: dt.datetime | None
     created_at: dt.datetime
     token: str
+    schedule: str = ""  # the dynamic schedule of an occurrence or a manual run of one
 
     def order_key(self) -> tuple[int, dt.datetime, int]:
         return (-self.priority, self.run_at, self.id)
@@ -184,6 +186,7 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         run_at,
         scheduled_for,
         created_at,
+        schedule,
     ) = row
     return ClaimedJob(
         id=job_id,
@@ -197,6 +200,7 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         scheduled_for=to_datetime(scheduled_for),
         created_at=to_datetime(created_at),  # type: ignore[arg-type]
         token=token,
+        schedule=schedule,
     )
 
 

@@ -2,7 +2,8 @@
 
 Counts per status and name (exact, or capped so that they stay cheap on millions of rows),
 the oldest due pending job, the workers and which of them are live, the cron schedules
-with their next runs and whether they are overdue, queue depths, the outcomes of each
+with their next runs and whether they are overdue (the code schedules and a bounded
+choice of the dynamic ones, with the counts of all), queue depths, the outcomes of each
 hour, and the control of running work (``control``: running jobs with their progress and
 cancel requests, the pauses of queues and job names). The admin (its job list, schedule
 list and dashboard), ``cronqueue_status`` and ``cronqueue_schedules`` all read these
@@ -58,15 +59,23 @@ from .control import (
     running_jobs,
 )
 from .cron_schedules import (
+    SOONEST_SHOWN,
+    STATUSES_SHOWN,
+    ScheduleCounts,
+    ScheduleOverview,
     ScheduleRow,
     ScheduleStatus,
+    ScheduleStatuses,
+    describe_dynamic_schedule,
     describe_expression,
     describe_inactive_schedule,
     describe_schedule,
     describe_schedules,
     next_runs,
+    schedule_counts,
     schedule_overview,
     schedule_statuses,
+    soonest_dynamic,
     with_last_occurrence,
 )
 
@@ -78,6 +87,8 @@ __all__ = [
     "LIVE_WORKER_LEASES",
     "MAX_CHOICES",
     "RUNNING_SHOWN",
+    "SOONEST_SHOWN",
+    "STATUSES_SHOWN",
     "UTC",
     "ZERO",
     "HourOutcomes",
@@ -91,14 +102,18 @@ __all__ = [
     "Progress",
     "QueueDepth",
     "RunningJob",
+    "ScheduleCounts",
+    "ScheduleOverview",
     "ScheduleRow",
     "ScheduleStatus",
+    "ScheduleStatuses",
     "WorkerStatus",
     "capped_count",
     "capped_status_counts",
     "counts_per_status_and_name",
     "cron_definitions",
     "cron_spec",
+    "describe_dynamic_schedule",
     "describe_expression",
     "describe_inactive_schedule",
     "describe_schedule",
@@ -122,9 +137,11 @@ __all__ = [
     "progress_of",
     "queue_depths",
     "running_jobs",
+    "schedule_counts",
     "schedule_overview",
     "schedule_statuses",
     "schedules",
+    "soonest_dynamic",
     "status_counts",
     "with_last_occurrence",
     "workers",

@@ -390,3 +390,47 @@ def test_pause_a_queue_and_cancel_a_running_job_in_a_real_browser(server, demo_j
     assert export.cancel_requested_by == "ops (admin)"
     welcome.refresh_from_db()
     assert welcome.status == JobStatus.SUCCEEDED
+
+
+def test_add_a_dynamic_schedule_in_a_real_browser(server, demo_jobs, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")  # see the first test
+    User.objects.create_superuser("ops", "ops@example.com", "correct horse battery")
+    scheduler.sync_schedules(timezone.now())
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            log_in(page, server, "/admin/django_cronqueue/cronschedule/")
+            page.get_by_role("link", name="Add cron schedule").click()
+            page.fill("#id_name", "digest.tenant-42")
+            page.select_option("#id_job", "emails.digest")
+            page.fill("#id_payload", '{"tenant_id": 42}')
+            preview = page.locator("#cq-preview")
+
+            # The preview follows the typing: the words, then a near miss of a zone.
+            page.fill("#id_expression", "30 7 * * 1-5")
+            page.fill("#id_tz", "Paris")
+            expect(preview).to_contain_text("did you mean 'Europe/Paris'?")
+            page.fill("#id_tz", "Europe/Paris")
+            expect(preview).to_contain_text("At 07:30, Monday through Friday")
+            expect(preview.locator("li")).to_have_count(5)
+            expect(preview.locator("li").first).to_contain_text(" 07:30 CE")
+            shoot(page, "dynamic-schedule-add.png", full_page=True)
+
+            # Save: the list shows it beside the code schedules.
+            page.get_by_role("button", name="Save", exact=True).click()
+            expect(page.locator(".messagelist .success")).to_contain_text("digest.tenant-42")
+            row = page.locator("#result_list tbody tr").filter(has_text="digest.tenant-42")
+            expect(row).to_contain_text("Dynamic (created at run time)")
+            expect(row).to_contain_text("Europe/Paris")
+            expect(page.locator("#result_list")).to_contain_text("reports.nightly_digest")
+        finally:
+            browser.close()
+    created = CronSchedule.objects.get(name="digest.tenant-42")
+    assert (created.source, created.job, created.payload) == (
+        "dynamic",
+        "emails.digest",
+        {"tenant_id": 42},
+    )
+    assert (created.expression, created.tz) == ("30 7 * * 1-5", "Europe/Paris")

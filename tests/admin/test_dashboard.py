@@ -13,11 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import jobs, observe, scheduler
+from django_cronqueue import dynamic, jobs, observe, scheduler
 from django_cronqueue.admin import dashboard
 from django_cronqueue.models import CronSchedule, JobStatus
 from tests.admin.conftest import staff_client
-from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
+from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory, dynamic_schedules
 
 pytestmark = pytest.mark.django_db
 
@@ -102,6 +102,39 @@ def test_dashboard_page(admin_client, nightly):
     main = html.split('id="content-main"')[1]
     assert "<script" not in main  # no JavaScript of its own
     assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing from another host
+
+
+def test_dashboard_lists_dynamic_schedules_with_their_job_and_last_occurrence(
+    admin_client, nightly
+):
+    now = timezone.now()
+    scheduler.sync_schedules(now)
+    occurrence = now.replace(second=0, microsecond=0) - dt.timedelta(minutes=1)
+    dynamic.create(
+        now=now,
+        name="reports.tenant-42",
+        job="testapp.send_report",
+        payload={"tenant_id": 42},
+        expression="@hourly",
+        tz="UTC",
+    )
+    CronSchedule.objects.filter(name="reports.tenant-42").update(last_occurrence=occurrence)
+    JobFactory(  # the occurrence of another schedule of the same job, at the same instant
+        name="testapp.send_report", schedule="reports.tenant-43", scheduled_for=occurrence
+    )
+    JobFactory(
+        name="testapp.send_report",
+        schedule="reports.tenant-42",
+        scheduled_for=occurrence,
+        status=JobStatus.FAILED,
+    )
+    facts = admin_client.get(URL).context["facts"]
+    rows = {row.schedule.name: row.schedule for row in facts.schedules}
+    assert set(rows) == {"tests.nightly", "reports.tenant-42"}
+    assert rows["reports.tenant-42"].last_job_status == "failed"
+    html = admin_client.get(URL).content.decode()
+    assert '<span class="cq-badge">dynamic</span>' in html
+    assert "runs testapp.send_report" in html
 
 
 def test_empty_dashboard(admin_client):
@@ -194,3 +227,69 @@ def test_the_status_command_and_the_dashboard_show_the_same_facts(
     assert next_runs["tests.nightly"] is not None
     paused = {pause["queue"] or pause["name"] for pause in status["pauses"] if pause["in_force"]}
     assert paused == {target.value for target in facts.pauses.paused} == {"emails", "testapp.noop"}
+
+
+# --- many dynamic schedules -----------------------------------------------------------
+
+
+def schedule_queries(client):
+    """The queries of one dashboard page that read the schedule table."""
+    table = CronSchedule._meta.db_table
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(URL).status_code == 200
+    return [query["sql"] for query in captured.captured_queries if table in query["sql"]]
+
+
+def test_the_dashboard_reads_as_many_queries_for_5_or_200_dynamic_schedules(admin_client, nightly):
+    now = timezone.now()
+    scheduler.sync_schedules(now)
+    dynamic_schedules(5, first_run=now + dt.timedelta(hours=1))
+    with CaptureQueriesContext(connection) as few:
+        admin_client.get(URL)
+    few_schedule_reads = schedule_queries(admin_client)
+    CronSchedule.objects.filter(source="dynamic").delete()
+    dynamic_schedules(200, first_run=now + dt.timedelta(hours=1))
+    with CaptureQueriesContext(connection) as many:
+        admin_client.get(URL)
+    assert len(many) == len(few)
+    assert len(schedule_queries(admin_client)) == len(few_schedule_reads) == 3
+
+
+def test_the_dashboard_shows_the_code_schedules_and_the_dynamic_ones_that_run_next(
+    admin_client, nightly
+):
+    now = timezone.now()
+    scheduler.sync_schedules(now)
+    dynamic_schedules(  # the n-th runs n minutes after the first: listed in reverse name order
+        observe.SOONEST_SHOWN + 5,
+        first_run=now + dt.timedelta(hours=1),
+        step=-dt.timedelta(minutes=1),
+    )
+    CronSchedule.objects.filter(name="dynamic-0000").update(paused=True)  # counted, not shown
+    response = admin_client.get(URL)
+    facts = response.context["facts"]
+    shown = [row.schedule.name for row in facts.schedules]
+    assert shown == ["tests.nightly"] + [
+        f"dynamic-{n:04d}" for n in range(observe.SOONEST_SHOWN + 4, 4, -1)
+    ]
+    assert facts.schedule_counts == observe.ScheduleCounts(
+        total=observe.SOONEST_SHOWN + 6, dynamic=observe.SOONEST_SHOWN + 5, paused=1, inactive=0
+    )
+    assert all(len(row.next_runs) == 3 for row in facts.schedules)
+    html = response.content.decode()
+    changelist = reverse("admin:django_cronqueue_cronschedule_changelist")
+    assert f'<a href="{changelist}">26 schedules</a>' in html
+    assert f'<a href="{changelist}?source__exact=dynamic">25 dynamic</a>' in html
+    assert f'<a href="{changelist}?paused__exact=1">1 paused</a>' in html
+    assert "the dynamic ones that run next (20); 5 more in" in html
+    assert html.count("runs testapp.send_report") == observe.SOONEST_SHOWN
+
+
+def test_a_small_site_sees_every_schedule_and_no_note_of_others(admin_client, nightly):
+    now = timezone.now()
+    scheduler.sync_schedules(now)
+    dynamic_schedules(2, first_run=now + dt.timedelta(hours=1))
+    html = admin_client.get(URL).content.decode()
+    assert "3 schedules</a>: " in html
+    assert "Shown: the code schedules" not in html
+    assert "dynamic-0000" in html and "dynamic-0001" in html and "tests.nightly" in html

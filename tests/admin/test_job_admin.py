@@ -270,6 +270,25 @@ def test_detail_page_links_the_cron_schedule_it_came_from(admin_client, nightly)
     assert "a manual run of the cron schedule" in html
 
 
+def test_detail_page_links_the_dynamic_schedule_of_an_occurrence(admin_client):
+    schedule = CronScheduleFactory(
+        name="reports.tenant-42", source="dynamic", job="testapp.send_report", tz="Europe/Paris"
+    )
+    occurrence = dt.datetime(2026, 6, 2, 6, 0, tzinfo=dt.timezone.utc)
+    job = JobFactory(
+        name="testapp.send_report",
+        schedule="reports.tenant-42",
+        scheduled_for=occurrence,
+        payload={"tenant_id": 42},
+    )
+    enqueued = JobFactory(name="testapp.send_report", payload={"tenant_id": 42})
+    schedule_url = reverse("admin:django_cronqueue_cronschedule_change", args=[schedule.pk])
+    html = admin_client.get(change_url(job)).content.decode()
+    assert f'<a href="{schedule_url}">reports.tenant-42</a>' in html
+    assert "Tue 2026-06-02 08:00 CEST" in html
+    assert "of the cron schedule" not in admin_client.get(change_url(enqueued)).content.decode()
+
+
 def test_posting_the_change_form_changes_nothing(admin_client):
     job = failed_job()
     response = admin_client.post(change_url(job), {"status": "pending", "_save": "Save"})

@@ -191,7 +191,8 @@ def test_dashboard_query_count_is_constant(admin_client):
     _, small = queries_for(admin_client, DASHBOARD)
     add(200, 1)
     _, large = queries_for(admin_client, DASHBOARD)
-    assert len(large) == len(small) <= 12, "\n".join(large)
+    # 3 of them read schedules: the code ones, the dynamic ones that run next, the counts
+    assert len(large) == len(small) <= 14, "\n".join(large)
 
 
 def test_select_all_actions_are_batched_with_one_history_entry(admin_client):

@@ -195,7 +195,7 @@ def test_detail_buttons_pause_resume_run_now(admin_client, schedules):
     assert Job.objects.filter(name="tests.nightly", scheduled_for__isnull=True).count() == 1
 
 
-def test_schedule_form_is_read_only(admin_client, schedules):
+def test_code_schedule_form_is_read_only(admin_client, schedules):
     nightly = schedules["tests.nightly"]
     response = admin_client.get(change_url(nightly))
     assert response.context["adminform"].form.fields == {}
@@ -203,7 +203,9 @@ def test_schedule_form_is_read_only(admin_client, schedules):
     assert response.status_code == 405
     row = CronSchedule.objects.get(pk=nightly.pk)
     assert (row.paused, row.expression) == (False, "30 2 * * *")
-    assert admin_client.get(reverse("admin:django_cronqueue_cronschedule_add")).status_code == 403
+    delete = reverse("admin:django_cronqueue_cronschedule_delete", args=[nightly.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert CronSchedule.objects.filter(pk=nightly.pk).exists()
 
 
 def test_backfill_says_when_it_hit_the_limit_of_one_call(admin_client):

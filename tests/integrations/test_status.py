@@ -8,12 +8,14 @@ import signal
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import health, jobs
-from django_cronqueue.models import Worker
+from django_cronqueue import health, jobs, observe
+from django_cronqueue.models import CronSchedule, Worker
 from django_cronqueue.registry import registry
-from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
+from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory, dynamic_schedules
 from tests.testapp import jobs as test_jobs
 
 from .conftest import wait_until
@@ -502,3 +504,93 @@ def test_command_fails_when_the_database_is_unreachable(monkeypatch):
     with pytest.raises(CommandError, match=r"database is not reachable.*connection refused") as e:
         run_status("--check", "--json")
     assert e.value.returncode == 1
+
+
+# --- many dynamic schedules -----------------------------------------------------------
+
+
+def collect_queries(now=NOW, **options):
+    with CaptureQueriesContext(connection) as captured:
+        report = health.collect(now, **options)
+    return report, len(captured)
+
+
+def test_collect_reads_as_many_queries_for_5_or_200_dynamic_schedules(every_five_minutes):
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=NOW)
+    dynamic_schedules(5, first_run=NOW + dt.timedelta(hours=1))
+    _, few = collect_queries()
+    CronSchedule.objects.filter(source="dynamic").delete()
+    dynamic_schedules(200, first_run=NOW + dt.timedelta(hours=1))
+    report, many = collect_queries()
+    assert many == few
+    assert len(report.schedules) == 1 + observe.STATUSES_SHOWN
+    assert report.schedules_not_listed == 200 - observe.STATUSES_SHOWN
+
+
+def test_a_dynamic_schedule_whose_next_run_was_not_created_is_overdue():
+    dynamic_schedules(3, first_run=NOW - dt.timedelta(minutes=10), step=dt.timedelta(minutes=4))
+    report = health.collect(NOW, schedule_grace=120)
+    late = [(s.name, s.overdue, s.overdue_seconds, s.job) for s in report.schedules]
+    assert late == [
+        ("dynamic-0000", True, 600.0, "testapp.send_report"),
+        ("dynamic-0001", True, 360.0, "testapp.send_report"),
+        ("dynamic-0002", False, 0.0, "testapp.send_report"),  # 2 minutes: within the grace
+    ]
+    assert report.overdue_count == 2
+    found = health.problems(report, max_pending_age=None, min_workers=0)
+    assert [reason.split(":")[0] for reason in found] == [
+        "cron schedule dynamic-0000 is overdue",
+        "cron schedule dynamic-0001 is overdue",
+    ]
+
+
+def test_every_overdue_schedule_is_counted_and_those_not_listed_are_one_problem():
+    shown = observe.STATUSES_SHOWN
+    dynamic_schedules(shown + 30, first_run=NOW - dt.timedelta(days=1))  # all overdue
+    dynamic_schedules(1, first_run=NOW - dt.timedelta(days=2), paused=True, prefix="paused")
+    report = health.collect(NOW)
+    assert report.overdue_count == shown + 30
+    assert len(report.overdue_schedules) == shown
+    listed = [s.name for s in report.overdue_schedules]  # those overdue longest
+    assert listed == [f"dynamic-{n:04d}" for n in range(shown)]
+    assert "paused-0000" in [s.name for s in report.schedules]
+    assert report.schedule_counts == health.ScheduleCounts(
+        total=shown + 31, dynamic=shown + 31, paused=1, inactive=0
+    )
+    found = health.problems(report, max_pending_age=None, min_workers=0)
+    assert len(found) == shown + 1
+    assert found[-1].startswith("30 more cron schedule(s) are overdue")
+    assert len(health.collect(NOW, every_schedule=True).overdue_schedules) == shown + 30
+
+
+def test_command_text_lists_code_and_notable_dynamic_schedules_and_counts_the_rest(
+    every_five_minutes,
+):
+    now = timezone.now()
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=now)
+    extra = observe.STATUSES_SHOWN + 7
+    dynamic_schedules(extra, first_run=now + dt.timedelta(hours=1))
+    dynamic_schedules(1, first_run=now - dt.timedelta(hours=1), prefix="late")  # overdue
+    out, _ = run_status()
+    assert f"Cron schedules ({extra + 2}):" in out
+    assert f"  {SCHEDULE}  */5 * * * *  UTC  [ok]" in out
+    assert "  late-0000  0 8 * * *  UTC  [OVERDUE]" in out
+    assert "(dynamic: runs testapp.send_report)" in out
+    assert "... and 7 more dynamic schedule(s), neither overdue nor paused" in out
+    every, _ = run_status("--all-schedules")
+    assert "more dynamic schedule" not in every
+    assert every.count("(dynamic: runs testapp.send_report)") == extra + 1
+
+
+def test_command_json_lists_both_kinds_and_counts_them(every_five_minutes):
+    now = timezone.now()
+    CronScheduleFactory(name=SCHEDULE, expression="*/5 * * * *", cursor=now)
+    dynamic_schedules(2, first_run=now + dt.timedelta(hours=1))
+    document = json.loads(run_status("--json")[0])
+    assert [(s["name"], s["source"]) for s in document["schedules"]] == [
+        ("dynamic-0000", "dynamic"),
+        ("dynamic-0001", "dynamic"),
+        (SCHEDULE, "code"),
+    ]
+    assert document["schedule_counts"] == {"total": 3, "dynamic": 2, "paused": 0, "inactive": 0}
+    assert (document["overdue_count"], document["schedules_not_listed"]) == (0, 0)

@@ -152,3 +152,14 @@ def region_of(payload: dict) -> str:
 @jobs.job(limit_by=region_of, rate_limit="1/s", concurrency=1)
 def by_region(address: dict) -> None:
     SideEffect.objects.create(key=region_of({"address": address}), pid=os.getpid())
+
+
+# --- dynamic schedules (CronSchedule.objects.create_dynamic) ------------------------
+
+
+@jobs.job
+def send_report(tenant_id: int, format: str = "html") -> None:
+    """Records the tenant, the format and the occurrence it runs for."""
+    scheduled_for = jobs.current().scheduled_for
+    when = scheduled_for.isoformat() if scheduled_for else "manual"
+    SideEffect.objects.create(key=f"report {tenant_id} {format} {when}", pid=os.getpid())

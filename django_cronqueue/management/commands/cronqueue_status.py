@@ -36,6 +36,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         from django_cronqueue.health import DEFAULT_MAX_PENDING_AGE, DEFAULT_SCHEDULE_GRACE
+        from django_cronqueue.observe import STATUSES_SHOWN
 
         parser.add_argument("--json", action="store_true", help="Print JSON.")
         parser.add_argument(
@@ -61,6 +62,12 @@ class Command(BaseCommand):
             f"late and still not created (default {DEFAULT_SCHEDULE_GRACE:g}).",
         )
         parser.add_argument(
+            "--all-schedules",
+            action="store_true",
+            help="List every dynamic schedule; by default those neither overdue nor paused "
+            f"are listed only up to {STATUSES_SHOWN} (the next to run) and counted.",
+        )
+        parser.add_argument(
             "--min-workers",
             type=int,
             default=1,
@@ -73,7 +80,10 @@ class Command(BaseCommand):
         from django_cronqueue import health
 
         try:
-            report = health.collect(schedule_grace=options["schedule_grace"])
+            report = health.collect(
+                schedule_grace=options["schedule_grace"],
+                every_schedule=options["all_schedules"],
+            )
         except DatabaseError as exc:
             reason = f"the database is not reachable: {type(exc).__name__}: {exc}".strip()
             if options["json"]:
@@ -115,7 +125,24 @@ class Command(BaseCommand):
             )
         self._print_running(report)
         self._print_pauses(report)
-        write(f"Cron schedules ({len(report.schedules)}):")
+        self._print_schedules(report)
+        alive = report.live_workers
+        write(f"Workers: {len(alive)} alive, {len(report.workers) - len(alive)} not seen lately")
+        for worker in report.workers:
+            queues = ",".join(worker.queues) if worker.queues else "all queues"
+            clock = "" if worker.clock_offset is None else f"  clock {worker.clock_offset:+.3f}s"
+            write(
+                f"  {worker.id}  {'alive' if worker.alive else 'DEAD'}  "
+                f"last seen {worker.seen_seconds_ago:.0f}s ago  concurrency {worker.concurrency}"
+                f"  {queues}{clock}"
+            )
+        if checked and not report.problems:
+            write("OK")
+
+    def _print_schedules(self, report: StatusReport) -> None:
+        """Every schedule listed, then how many dynamic ones were not."""
+        write = self.stdout.write
+        write(f"Cron schedules ({len(report.schedules) + report.schedules_not_listed}):")
         for schedule in report.schedules:
             state = (
                 "inactive"
@@ -129,22 +156,16 @@ class Command(BaseCommand):
                 else "ok"
             )
             next_run = schedule.next_run.isoformat() if schedule.next_run else "-"
+            runs = f"  (dynamic: runs {schedule.job})" if schedule.job else ""
             write(
                 f"  {schedule.name}  {schedule.expression}  {schedule.tz}  [{state}]  "
-                f"next run {next_run}"
+                f"next run {next_run}{runs}"
             )
-        alive = report.live_workers
-        write(f"Workers: {len(alive)} alive, {len(report.workers) - len(alive)} not seen lately")
-        for worker in report.workers:
-            queues = ",".join(worker.queues) if worker.queues else "all queues"
-            clock = "" if worker.clock_offset is None else f"  clock {worker.clock_offset:+.3f}s"
+        if report.schedules_not_listed:
             write(
-                f"  {worker.id}  {'alive' if worker.alive else 'DEAD'}  "
-                f"last seen {worker.seen_seconds_ago:.0f}s ago  concurrency {worker.concurrency}"
-                f"  {queues}{clock}"
+                f"  ... and {report.schedules_not_listed} more dynamic schedule(s), neither "
+                "overdue nor paused (--all-schedules lists them)"
             )
-        if checked and not report.problems:
-            write("OK")
 
     def _print_running(self, report: StatusReport) -> None:
         running = report.counts.get("running", 0)
