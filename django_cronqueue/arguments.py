@@ -66,6 +66,18 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
     return payload
 
 
+def check_stored_payload(definition: JobDefinition, payload: Any) -> None:
+    """Raise InvalidPayload unless a payload read back from the database (a dynamic
+    schedule's, checked in full by ``check_payload`` when it was saved) is still a JSON
+    object that binds to the handler, whose code may have changed since."""
+    if not isinstance(payload, dict):
+        raise InvalidPayload(
+            f"Job {definition.name!r}: the stored payload must be a JSON object, "
+            f"got {type(payload).__name__}."
+        )
+    _check_binds(definition, payload)
+
+
 def _check_binds(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
     name = definition.name
     if definition.cron is not None:

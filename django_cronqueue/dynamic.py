@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from .arguments import check_payload, check_priority, check_queue
+from .arguments import check_payload, check_priority, check_queue, check_stored_payload
 from .conf import database_alias
 from .cronspec import DEFAULT_MAX_CATCH_UP, CronSpec, checked_spec
 from .exceptions import UnknownJob
@@ -66,7 +66,7 @@ class Target:
     queue: str | None = None
     priority: int | None = None
     max_attempts: int | None = None
-    payload_checked: bool = False  # checked with check_payload when the target was made
+    payload_checked: bool = False  # checked when the target was made
 
 
 def code_target(definition: JobDefinition) -> Target:
@@ -80,7 +80,7 @@ def dynamic_target(row: CronSchedule) -> Target:
     not define its job (or defines it as a cron schedule), InvalidPayload when the stored
     payload no longer binds to the job's handler (its code changed)."""
     definition = _job_definition(row.name, row.job)
-    check_payload(definition, row.payload)
+    check_stored_payload(definition, row.payload)
     options = {**DEFAULTS, **row.options}
     window = options["catch_up_window"]
     retries = options["retries"]

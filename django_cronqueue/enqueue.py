@@ -204,56 +204,83 @@ def _bulk_insert_postgresql(
     return created
 
 
-# Rows built in Python (cron occurrences), up to BULK_BATCH_SIZE per statement on
-# PostgreSQL: their varying columns travel as one JSON array of objects.
-ROWS_INSERT = (
+# Occurrences built in Python, up to BULK_BATCH_SIZE per statement on PostgreSQL: their
+# varying columns travel as one JSON array of objects; an occurrence that has a row
+# already (a backfill made it) is skipped by the unique (name, scheduled_for, schedule).
+OCCURRENCES_INSERT = (
     f"INSERT INTO {Job._meta.db_table} (name, payload, status, queue, priority, attempts, "
     "max_attempts, run_at, scheduled_for, worker_id, last_error, traceback, limit_key, "
     "schedule, created_at) "
     "SELECT t.name, t.payload, t.status, t.queue, t.priority, 0, t.max_attempts, t.run_at, "
     "t.scheduled_for, '', '', '', t.limit_key, t.schedule, t.created_at "
-    "FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) AS (name text, payload jsonb, "
-    "status text, queue text, priority int, max_attempts int, run_at timestamptz, "
-    "scheduled_for timestamptz, limit_key text, schedule text, created_at timestamptz)) "
-    "WITH ORDINALITY AS t(name, payload, status, queue, priority, max_attempts, run_at, "
-    "scheduled_for, limit_key, schedule, created_at, n) "
-    "ORDER BY t.n RETURNING id"
+    "FROM jsonb_to_recordset(%s::jsonb) AS t(name text, payload jsonb, status text, "
+    "queue text, priority int, max_attempts int, run_at timestamptz, "
+    "scheduled_for timestamptz, limit_key text, schedule text, created_at timestamptz) "
+    "ON CONFLICT (name, scheduled_for, schedule) DO NOTHING "
+    "RETURNING id, name, scheduled_for, schedule"
 )
 
 
-def insert_rows(rows: list[Job], using: str) -> list[Job]:
-    """Insert new rows built by ``build_job`` (no dedupe key), inside the caller's
-    transaction: one ``INSERT ... SELECT FROM jsonb_to_recordset`` per batch on
-    PostgreSQL, Django's ``bulk_create`` elsewhere. Returns ``rows``, saved."""
+def insert_occurrences(rows: list[dict[str, Any]], using: str) -> list[dict[str, Any]]:
+    """Insert the cron occurrences ``rows`` (columns from ``job_columns``, each with its
+    ``scheduled_for`` and ``schedule``, no dedupe key) that have no row yet, inside the
+    caller's transaction. Returns the columns of those inserted, with their ``id``. One
+    ``INSERT ... ON CONFLICT DO NOTHING`` per batch on PostgreSQL; elsewhere a lookup of
+    the rows made already, then Django's ``bulk_create``."""
+    assert all(row["scheduled_for"] and row["dedupe_key"] is None for row in rows), rows
     if connections[using].vendor != "postgresql":
-        return Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
-    assert all(row.dedupe_key is None for row in rows), "insert_rows takes no dedupe key"
+        missing = _without_existing(rows, using)
+        created = Job.objects.using(using).bulk_create(
+            [Job(**row) for row in missing], batch_size=BULK_BATCH_SIZE
+        )
+        return [{**row, "id": job.pk} for row, job in zip(missing, created, strict=True)]
+    inserted: list[dict[str, Any]] = []
     with connections[using].cursor() as cursor:
         for start in range(0, len(rows), BULK_BATCH_SIZE):
             batch = rows[start : start + BULK_BATCH_SIZE]
-            cursor.execute(ROWS_INSERT, [json.dumps([_columns(row) for row in batch])])
-            # Ids come from the sequence in insertion order, which follows t.n.
-            ids = sorted(found[0] for found in cursor.fetchall())
-            for row, row_id in zip(batch, ids, strict=True):
-                row.pk = row_id
-                row._state.adding = False
-                row._state.db = using
-    return rows
+            cursor.execute(OCCURRENCES_INSERT, [json.dumps([_as_json(row) for row in batch])])
+            ids = {(name, when, schedule): pk for pk, name, when, schedule in cursor.fetchall()}
+            for row in batch:
+                pk = ids.get((row["name"], row["scheduled_for"], row["schedule"]))
+                if pk is not None:
+                    inserted.append({**row, "id": pk})
+    return inserted
 
 
-def _columns(row: Job) -> dict[str, Any]:
+def _without_existing(rows: list[dict[str, Any]], using: str) -> list[dict[str, Any]]:
+    """``rows`` minus the occurrences that have a row already (a backfill made it)."""
+    if not rows:
+        return []
+    instants = [row["scheduled_for"] for row in rows]
+    existing = set(
+        Job.objects.using(using)
+        .filter(
+            name__in={row["name"] for row in rows},
+            schedule__in={row["schedule"] for row in rows},
+            scheduled_for__gte=min(instants),
+            scheduled_for__lte=max(instants),
+        )
+        .values_list("name", "scheduled_for", "schedule")
+    )
+    return [
+        row for row in rows if (row["name"], row["scheduled_for"], row["schedule"]) not in existing
+    ]
+
+
+def _as_json(row: dict[str, Any]) -> dict[str, Any]:
+    """The columns of ``OCCURRENCES_INSERT``'s recordset, as JSON values."""
     return {
-        "name": row.name,
-        "payload": row.payload,
-        "status": row.status,
-        "queue": row.queue,
-        "priority": row.priority,
-        "max_attempts": row.max_attempts,
-        "run_at": row.run_at.isoformat(),
-        "scheduled_for": row.scheduled_for.isoformat() if row.scheduled_for else None,
-        "limit_key": row.limit_key,
-        "schedule": row.schedule,
-        "created_at": row.created_at.isoformat(),
+        "name": row["name"],
+        "payload": row["payload"],
+        "status": row["status"],
+        "queue": row["queue"],
+        "priority": row["priority"],
+        "max_attempts": row["max_attempts"],
+        "run_at": row["run_at"].isoformat(),
+        "scheduled_for": row["scheduled_for"].isoformat(),
+        "limit_key": row["limit_key"],
+        "schedule": row["schedule"],
+        "created_at": row["created_at"].isoformat(),
     }
 
 
@@ -301,21 +328,50 @@ def build_job(
 ) -> Job:
     """A checked, unsaved Job row (``payload_checked``: the caller checked the payload
     with ``check_payload`` already, as a schedule's target does once per tick)."""
-    checked = dict(payload or {}) if payload_checked else check_payload(definition, payload)
     return Job(
-        name=definition.name,
-        payload=checked,
-        status=JobStatus.PENDING,
-        queue=check_queue(definition, queue),
-        priority=check_priority(definition, priority),
-        max_attempts=definition.max_attempts,
-        run_at=run_at,
-        scheduled_for=scheduled_for,
-        dedupe_key=dedupe_key,
-        active_dedupe_key=dedupe_key,
-        limit_key=limit_key(definition, checked),
-        created_at=now,
+        **job_columns(
+            definition,
+            payload,
+            now=now,
+            run_at=run_at,
+            dedupe_key=dedupe_key,
+            priority=priority,
+            queue=queue,
+            scheduled_for=scheduled_for,
+            payload_checked=payload_checked,
+        )
     )
+
+
+def job_columns(
+    definition: JobDefinition,
+    payload: Mapping[str, Any] | None,
+    *,
+    now: dt.datetime,
+    run_at: dt.datetime,
+    dedupe_key: str | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    scheduled_for: dt.datetime | None = None,
+    payload_checked: bool = False,
+) -> dict[str, Any]:
+    """The checked columns of a new row, as ``build_job`` makes it (the others take
+    their defaults): what the scheduler inserts without making a model instance."""
+    checked = dict(payload or {}) if payload_checked else check_payload(definition, payload)
+    return {
+        "name": definition.name,
+        "payload": checked,
+        "status": JobStatus.PENDING,
+        "queue": check_queue(definition, queue),
+        "priority": check_priority(definition, priority),
+        "max_attempts": definition.max_attempts,
+        "run_at": run_at,
+        "scheduled_for": scheduled_for,
+        "dedupe_key": dedupe_key,
+        "active_dedupe_key": dedupe_key,
+        "limit_key": limit_key(definition, checked),
+        "created_at": now,
+    }
 
 
 # --- writing ------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
@@ -33,11 +32,12 @@ from django.utils import timezone
 
 from . import lifecycle, signals
 from .conf import database_alias, get_settings
-from .cronspec import MISSED_AFTER, CronSpec
+from .cronspec import CronSpec
 from .dynamic import Target, code_target, dynamic_target
 from .eager import run_eagerly
-from .enqueue import build_job, enqueue, insert_rows
+from .enqueue import enqueue
 from .exceptions import UnknownJob
+from .materialize import Occurrences, Planned, build_row, choose_occurrences, plan, write_batch
 from .models import CronSchedule, CronScheduleSource, Job, JobStatus
 from .notify import wake_workers
 from .registry import JobDefinition, registry
@@ -45,7 +45,7 @@ from .registry import JobDefinition, registry
 logger = logging.getLogger("django_cronqueue")
 
 #: Due schedules materialized in one transaction (``Scheduler.materialize``).
-BATCH_SIZE = 500
+BATCH_SIZE = 1000
 
 MAX_BACKFILL = 1000
 #: Backfill looks up existing rows this many occurrences at a time (their instants are
@@ -168,7 +168,7 @@ class Scheduler:
             if target.spec.overlap != "allow":
                 created += _materialize_alone(target, row, now)
                 continue
-            planned = _planned(target, row, maths)
+            planned = plan(target, row, maths)
             if planned is not None:
                 batch.append(planned)
         for start in range(0, len(batch), BATCH_SIZE):
@@ -242,59 +242,11 @@ def _materialize_alone(target: Target, row: CronSchedule, now: dt.datetime) -> i
     return 0
 
 
-@dataclass
-class Planned:
-    """A due schedule's row as read, and what materializing it writes."""
-
-    target: Target
-    row: CronSchedule
-    due: list[dt.datetime]
-    next_run: dt.datetime | None
-    jobs: list[Job]
-
-
-class Occurrences:
-    """The cron maths of one ``materialize`` call, computed once per rule and cursor:
-    schedules due together mostly share both."""
-
-    def __init__(self, now: dt.datetime) -> None:
-        self.now = now
-        self._due: dict[tuple[CronSpec, dt.datetime], list[dt.datetime]] = {}
-        self._next: dict[CronSpec, dt.datetime | None] = {}
-
-    def due(self, spec: CronSpec, cursor: dt.datetime) -> list[dt.datetime]:
-        key = (spec, cursor)
-        if key not in self._due:
-            self._due[key] = choose_occurrences(spec, cursor, self.now)
-        return self._due[key]
-
-    def next_run(self, spec: CronSpec) -> dt.datetime | None:
-        if spec not in self._next:
-            next_runs = spec.next_runs(self.now, 1)
-            self._next[spec] = next_runs[0] if next_runs else None
-        return self._next[spec]
-
-
-def _planned(target: Target, row: CronSchedule, maths: Occurrences) -> Planned | None:
-    """The occurrences of ``row`` due by ``maths.now`` and their unsaved rows; None when
-    there is nothing to do or a row cannot be built (logged: the others go on)."""
-    now = maths.now
-    if row.cursor is None or row.cursor >= now:
-        return None
-    due = maths.due(target.spec, row.cursor)
-    try:
-        jobs = [_build(target, now, scheduled_for=instant) for instant in due]
-    except ValueError as exc:  # a row changed by hand (a bad queue)
-        logger.warning("Cron schedule %s: not materialized: %s", row.name, exc)
-        return None
-    return Planned(target, row, due, maths.next_run(target.spec), jobs)
-
-
 def _materialize_batch(batch: list[Planned], now: dt.datetime) -> int:
     """Materialize ``batch`` in one transaction; on a database error (a lost race with a
     backfill, a deadlock, SQLite's busy snapshot) fall back to one schedule at a time."""
     try:
-        won, created = _write_batch(batch, now)
+        won, created = write_batch(batch, now)
     except (IntegrityError, DatabaseError) as exc:
         logger.info(
             "Cron schedules: a batch of %d fell back to one at a time (%s)", len(batch), exc
@@ -303,73 +255,15 @@ def _materialize_batch(batch: list[Planned], now: dt.datetime) -> int:
     for planned in won:
         planned.row.cursor = planned.row.updated_at = now
         planned.row.next_run = planned.next_run
-    rows = {(p.target.definition.name, p.target.schedule): p.row for p in won}
-    for job in created:
-        row = rows[(job.name, job.schedule)]
-        signals.send(signals.cron_occurrence_created, row.name, job=job, schedule=row)
+    if signals.cron_occurrence_created.receivers:  # model instances only for receivers
+        schedules = {(p.target.definition.name, p.target.schedule): p.row for p in won}
+        for columns in created:
+            job = Job(**columns)
+            job._state.adding = False
+            job._state.db = database_alias()
+            row = schedules[(job.name, job.schedule)]
+            signals.send(signals.cron_occurrence_created, row.name, job=job, schedule=row)
     return len(created)
-
-
-def _write_batch(batch: list[Planned], now: dt.datetime) -> tuple[list[Planned], list[Job]]:
-    """The batch's compare-and-set and inserts, in one transaction."""
-    using = database_alias()
-    with transaction.atomic(using=using):
-        won = _advance_locked(batch, now)
-        if not won:
-            return [], []
-        jobs = _without_existing([job for p in won for job in p.jobs])
-        created = insert_rows(jobs, using)
-        wake_workers(using, [job.run_at for job in created], now)
-    return won, created
-
-
-def _advance_locked(batch: list[Planned], now: dt.datetime) -> list[Planned]:
-    """Lock the rows in primary key order (``FOR UPDATE`` on PostgreSQL and MySQL;
-    SQLite's writer is alone) and advance those whose cursor and ``updated_at`` are still
-    those read: of several schedulers that read the same row, one writes its occurrences
-    and the others skip it. One UPDATE per distinct (next run, last occurrence), which
-    schedules due together mostly share (Django's bulk_update, a CASE per row, is far
-    slower)."""
-    by_pk = {planned.row.pk: planned for planned in batch}
-    current = (
-        _schedules()
-        .select_for_update()
-        .filter(pk__in=list(by_pk), paused=False)
-        .order_by("pk")
-        .values_list("pk", "cursor", "updated_at")
-    )
-    won = [
-        by_pk[pk]
-        for pk, cursor, updated_at in current
-        if (cursor, updated_at) == (by_pk[pk].row.cursor, by_pk[pk].row.updated_at)
-    ]
-    groups: dict[tuple[dt.datetime | None, dt.datetime | None], list[int]] = {}
-    for p in won:
-        last = p.due[-1] if p.due else p.row.last_occurrence
-        groups.setdefault((p.next_run, last), []).append(p.row.pk)
-    for (next_run, last), pks in groups.items():
-        _schedules().filter(pk__in=pks).update(
-            cursor=now, next_run=next_run, last_occurrence=last, updated_at=now
-        )
-    return won
-
-
-def _without_existing(jobs: list[Job]) -> list[Job]:
-    """``jobs`` minus the occurrences that have a row already (a backfill made it)."""
-    if not jobs:
-        return []
-    instants = [job.scheduled_for for job in jobs if job.scheduled_for is not None]
-    existing = set(
-        Job.objects.using(database_alias())
-        .filter(
-            name__in={job.name for job in jobs},
-            schedule__in={job.schedule for job in jobs},
-            scheduled_for__gte=min(instants),
-            scheduled_for__lte=max(instants),
-        )
-        .values_list("name", "scheduled_for", "schedule")
-    )
-    return [job for job in jobs if (job.name, job.scheduled_for, job.schedule) not in existing]
 
 
 def materialize_schedule(target: Target, row: CronSchedule, now: dt.datetime) -> int:
@@ -401,25 +295,6 @@ def materialize_schedule(target: Target, row: CronSchedule, now: dt.datetime) ->
     return len(jobs)
 
 
-def choose_occurrences(spec: CronSpec, cursor: dt.datetime, now: dt.datetime) -> list[dt.datetime]:
-    """The occurrences in (cursor, now] to create, by the catch-up policy.
-
-    On-time ones (at most a minute old) always; missed ones by ``catch_up``, and never
-    any older than the catch-up window.
-    """
-    oldest = max(cursor, now - spec.window)
-    instants = spec.occurrences(oldest, now)
-    on_time = [instant for instant in instants if now - instant <= MISSED_AFTER]
-    missed = [instant for instant in instants if now - instant > MISSED_AFTER]
-    if spec.catch_up == "latest":
-        missed = missed[-1:]
-    elif spec.catch_up == "all":
-        missed = missed[-spec.max_catch_up :]
-    else:
-        missed = []
-    return missed + on_time
-
-
 def _rows_of(target: Target) -> QuerySet[Job]:
     """The job rows of the schedule ``target`` belongs to."""
     return Job.objects.using(database_alias()).filter(
@@ -447,7 +322,7 @@ def create_occurrences(target: Target, instants: list[dt.datetime], now: dt.date
     for instant in instants:
         if instant in existing:
             continue
-        row = _build(target, now, scheduled_for=instant)
+        row = build_row(target, now, scheduled_for=instant)
         if blocker is not None:
             lifecycle.mark_skipped(row, _skip_reason(blocker), now=now)
         elif overlap == "skip":
@@ -456,24 +331,6 @@ def create_occurrences(target: Target, instants: list[dt.datetime], now: dt.date
     created = Job.objects.using(database_alias()).bulk_create(rows)
     wake_workers(database_alias(), [row.run_at for row in created], now)
     return created
-
-
-def _build(target: Target, now: dt.datetime, *, scheduled_for: dt.datetime | None) -> Job:
-    """An unsaved row of ``target``: an occurrence, or a manual run (no ``scheduled_for``)."""
-    row = build_job(
-        target.definition,
-        target.payload,
-        now=now,
-        run_at=scheduled_for or now,
-        scheduled_for=scheduled_for,
-        queue=target.queue,
-        priority=target.priority,
-        payload_checked=target.payload_checked,
-    )
-    row.schedule = target.schedule
-    if target.max_attempts is not None:
-        row.max_attempts = target.max_attempts
-    return row
 
 
 def _skip_reason(blocker: Job) -> str:
@@ -508,7 +365,7 @@ def run_now(schedule: CronSchedule) -> Job:
     if not target.schedule:
         return enqueue(target.definition, {})
     now = timezone.now()
-    row = _build(target, now, scheduled_for=None)
+    row = build_row(target, now, scheduled_for=None)
     using = database_alias()
     with transaction.atomic(using=using):
         row.save(force_insert=True, using=using)

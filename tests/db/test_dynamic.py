@@ -510,3 +510,12 @@ def test_a_payload_the_handler_no_longer_accepts_is_logged_and_skipped(caplog):
             assert materialize(utc(2026, 6, 1, 8, 0, 5)) == 1  # the code schedule's row
     assert rows() == []
     assert "payload key 'tenant' is not an argument" in caplog.text
+
+
+def test_a_stored_payload_that_is_not_an_object_is_logged_and_skipped(caplog):
+    create(utc(2026, 6, 1, 7, 59), tz="UTC", expression="* * * * *")
+    CronSchedule.objects.update(payload=[42])  # written around the API, by hand
+    with caplog.at_level(logging.WARNING, logger="django_cronqueue"):
+        assert materialize(utc(2026, 6, 1, 8, 0, 5)) == 0
+    assert rows() == []
+    assert "the stored payload must be a JSON object, got list" in caplog.text

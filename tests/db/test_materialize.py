@@ -9,10 +9,11 @@ import logging
 import pytest
 from django.db import IntegrityError
 
-from django_cronqueue import dynamic, scheduler
+from django_cronqueue import dynamic, materialize, scheduler, signals
 from django_cronqueue.dynamic import dynamic_target
+from django_cronqueue.materialize import Occurrences
 from django_cronqueue.models import CronSchedule, Job
-from django_cronqueue.scheduler import Occurrences, Scheduler
+from django_cronqueue.scheduler import Scheduler
 from tests.cron_helpers import UTC
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +40,7 @@ def planned(now=NOW):
     """The batch one scheduler would write, from the rows as read now."""
     maths = Occurrences(now)
     rows = CronSchedule.objects.filter(source="dynamic").order_by("pk")
-    return [scheduler._planned(dynamic_target(row), row, maths) for row in rows]
+    return [materialize.plan(dynamic_target(row), row, maths) for row in rows]
 
 
 def occurrences():
@@ -96,7 +97,7 @@ def test_a_database_error_falls_back_to_one_schedule_at_a_time(monkeypatch, capl
     def refuse(rows, using):
         raise IntegrityError("duplicate key value violates unique constraint")
 
-    monkeypatch.setattr(scheduler, "insert_rows", refuse)
+    monkeypatch.setattr(materialize, "insert_occurrences", refuse)
     with caplog.at_level(logging.INFO, logger="django_cronqueue"):
         assert Scheduler().materialize(NOW) == 3
     assert "a batch of 3 fell back to one at a time" in caplog.text
@@ -109,3 +110,23 @@ def test_a_paused_schedule_in_a_batch_creates_nothing():
     CronSchedule.objects.get(name="reports.tenant-0").pause()
     assert scheduler._materialize_batch(batch, NOW) == 1
     assert occurrences() == tenants(1)
+
+
+def test_each_occurrence_of_a_batch_is_announced_with_its_saved_row():
+    create_tenants(3)
+    announced = []
+
+    def receiver(sender, job, schedule, **kwargs):
+        announced.append((sender, job.pk, job.schedule, job.payload, schedule.name))
+
+    signals.cron_occurrence_created.connect(receiver)
+    try:
+        assert Scheduler().materialize(NOW) == 3
+    finally:
+        signals.cron_occurrence_created.disconnect(receiver)
+    saved = {job.pk: job for job in Job.objects.filter(scheduled_for=EIGHT)}
+    assert sorted(announced, key=lambda a: a[2]) == [
+        (name, pk, name, {"tenant_id": tenant}, name)
+        for tenant, name in enumerate(tenants(0, 1, 2))
+        for pk in [next(pk for pk, job in saved.items() if job.schedule == name)]
+    ]
