@@ -13,12 +13,17 @@ Three measurements, each the median of ``--runs`` runs:
   process keeps claiming and completing jobs 10 at a time; the longest claim while the
   prune runs, against the longest of as many claims without it. Target: no claim waits
   for the prune (the longest claim stays under 100 ms, a tenth of the poll interval).
+- **dynamic**: 100,000 dynamic schedules (``CronSchedule.objects.create_dynamic``, copied
+  by SQL), nothing due: the time of one ``jobs.tick()`` (target: <= 20 ms); then 10,000 of
+  them due at the same instant: the time of one ``Scheduler.materialize`` and a check of
+  exactly one row per schedule (target: <= 2 s).
 
 Run it from the repository root with the project's virtualenv (``scripts/test postgres``
 makes one and starts PostgreSQL); it (re)creates the database ``bench_scale``:
 
     .venv/bin/python bench/scale.py                 # 3 runs, about 10 minutes
     .venv/bin/python bench/scale.py --runs 1 --history 200000 --prune 200000
+    .venv/bin/python bench/scale.py --only dynamic
 
 It prints the figures and the targets, writes them to ``bench/results/scale-<time>.json``
 and exits 1 when a target is missed.
@@ -51,6 +56,9 @@ ENV = {
 HISTORY_TARGET = 0.90
 TICK_TARGET_MS = 50.0
 CLAIM_TARGET_MS = 100.0
+DYNAMIC_TICK_TARGET_MS = 20.0
+MATERIALIZE_TARGET_S = 2.0
+MEASUREMENTS = ("history", "pruning", "schedules", "dynamic")
 
 
 def main() -> int:
@@ -61,6 +69,11 @@ def main() -> int:
     parser.add_argument("--schedules", type=int, default=1_000)
     parser.add_argument("--ticks", type=int, default=50, help="ticks timed per run")
     parser.add_argument("--prune", type=int, default=1_000_000, help="rows to prune")
+    parser.add_argument("--dynamic", type=int, default=100_000, help="dynamic schedules")
+    parser.add_argument("--due", type=int, default=10_000, help="of them due at once")
+    parser.add_argument(
+        "--only", default=",".join(MEASUREMENTS), help=f"a subset of {','.join(MEASUREMENTS)}"
+    )
     parser.add_argument("--prune-child", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
 
@@ -79,9 +92,17 @@ def main() -> int:
 
     call_command("migrate", verbosity=0)
     results: dict[str, Any] = {"started": dt.datetime.now(dt.timezone.utc).isoformat()}
-    results["history"] = measure_history(options)
-    results["pruning"] = measure_pruning(options)
-    results["schedules"] = measure_schedules(options)  # last: it registers the schedules
+    chosen = options.only.split(",")
+    if unknown := set(chosen) - set(MEASUREMENTS):
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
+    if "history" in chosen:
+        results["history"] = measure_history(options)
+    if "pruning" in chosen:
+        results["pruning"] = measure_pruning(options)
+    if "dynamic" in chosen:
+        results["dynamic"] = measure_dynamic(options)
+    if "schedules" in chosen:  # last: it registers the schedules
+        results["schedules"] = measure_schedules(options)
     verdicts = report(results)
     out = BENCH / "results" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -304,6 +325,84 @@ def measure_schedules(options: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# --- dynamic schedules ---------------------------------------------------------------
+
+SCHEDULE_TABLE = "django_cronqueue_cronschedule"
+YEARLY = "0 0 1 1 *"
+
+
+def create_dynamic_schedules(count: int) -> None:
+    """One schedule made by the API, copied ``count - 1`` times by SQL (its own payload
+    each), all yearly: never due while measured."""
+    from django_cronqueue.models import CronSchedule
+
+    sql(f"TRUNCATE {TABLE}, {SCHEDULE_TABLE}")
+    CronSchedule.objects.create_dynamic(
+        name="scale.dynamic-0", job=NOOP, payload={"n": 0}, expression=YEARLY, tz="Europe/Paris"
+    )
+    sql(
+        f"INSERT INTO {SCHEDULE_TABLE} (name, source, job, payload, expression, tz, options, "
+        "cursor, next_run, paused, active, created_at, updated_at) "
+        "SELECT 'scale.dynamic-' || i, source, job, jsonb_build_object('n', i), expression, "
+        "tz, options, cursor, next_run, paused, active, created_at, updated_at "
+        f"FROM {SCHEDULE_TABLE}, generate_series(1, %s) AS i WHERE name = 'scale.dynamic-0'",
+        (count - 1,),
+    )
+    sql(f"VACUUM ANALYZE {SCHEDULE_TABLE}")
+
+
+def materialize_due(scheduler: Any, due: int) -> tuple[float, int, int]:
+    """Make ``due`` schedules due at the last minute boundary, time one materialization,
+    and count the rows it made (all, and distinct schedules); then make them yearly again."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    boundary = now.replace(second=0, microsecond=0)
+    ids = f"SELECT id FROM {SCHEDULE_TABLE} ORDER BY id LIMIT %s"
+    sql(
+        f"UPDATE {SCHEDULE_TABLE} SET expression = '* * * * *', cursor = %s, next_run = %s "
+        f"WHERE id IN ({ids})",
+        (boundary - dt.timedelta(seconds=1), boundary, due),
+    )
+    started = time.perf_counter()
+    created = scheduler.materialize(timezone.now())
+    seconds = time.perf_counter() - started
+    [(rows, distinct)] = sql(
+        f"SELECT COUNT(*), COUNT(DISTINCT schedule) FROM {TABLE} WHERE scheduled_for = %s",
+        (boundary,),
+    )
+    if created != due or rows != due or distinct != due:
+        raise SystemExit(f"materialized {created}, {rows} rows of {distinct} schedules, not {due}")
+    sql(f"DELETE FROM {TABLE}")
+    sql(
+        f"UPDATE {SCHEDULE_TABLE} SET expression = %s, next_run = %s WHERE id IN ({ids})",
+        (YEARLY, now + dt.timedelta(days=366), due),
+    )
+    return seconds, rows, distinct
+
+
+def measure_dynamic(options: argparse.Namespace) -> dict[str, Any]:
+    from django_cronqueue.scheduler import Scheduler
+
+    print(f"dynamic: {options.dynamic:,} schedules, {options.ticks} ticks", flush=True)
+    create_dynamic_schedules(options.dynamic)
+    ticks = [tick_times(options.ticks) for _ in range(options.runs)]
+    print(f"dynamic: {options.due:,} due at once", flush=True)
+    scheduler = Scheduler()
+    scheduler.materialize(dt.datetime.now(dt.timezone.utc))  # syncs; nothing due
+    seconds = [materialize_due(scheduler, options.due)[0] for _ in range(options.runs)]
+    return {
+        "schedules": options.dynamic,
+        "due": options.due,
+        "tick_ms_runs": [statistics.median(times) for times in ticks],
+        "tick_ms_p95_runs": [percentile(times, 95) for times in ticks],
+        "tick_ms": statistics.median(statistics.median(times) for times in ticks),
+        "tick_ms_p95": statistics.median(percentile(times, 95) for times in ticks),
+        "materialize_seconds_runs": seconds,
+        "materialize_seconds": statistics.median(seconds),
+    }
+
+
 # --- report -------------------------------------------------------------------------
 
 
@@ -317,6 +416,35 @@ def median_of(runs: list[dict[str, Any]], key: str) -> float:
 
 
 def report(results: dict[str, Any]) -> list[bool]:
+    verdicts = []
+    if "dynamic" in results:
+        verdicts += report_dynamic(results["dynamic"])
+    if {"history", "pruning", "schedules"} <= results.keys():
+        verdicts += report_history(results)
+    return verdicts
+
+
+def report_dynamic(dynamic: dict[str, Any]) -> list[bool]:
+    verdicts = [
+        dynamic["tick_ms_p95"] <= DYNAMIC_TICK_TARGET_MS,
+        dynamic["materialize_seconds"] <= MATERIALIZE_TARGET_S,
+    ]
+    mark = ["MISSED", "met"]
+    print("\n| figure | value | target |\n| --- | ---: | --- |")
+    print(
+        f"| tick, {dynamic['schedules']:,} dynamic schedules, nothing due (ms, median / p95) "
+        f"| {dynamic['tick_ms']:.1f} / {dynamic['tick_ms_p95']:.1f} | "
+        f"p95 <= {DYNAMIC_TICK_TARGET_MS:.0f} ms: {mark[verdicts[0]]} |"
+    )
+    print(
+        f"| {dynamic['due']:,} occurrences due at once, one row each (s) | "
+        f"{dynamic['materialize_seconds']:.2f} | <= {MATERIALIZE_TARGET_S:.0f} s: "
+        f"{mark[verdicts[1]]} |"
+    )
+    return verdicts
+
+
+def report_history(results: dict[str, Any]) -> list[bool]:
     history, pruning, schedules = results["history"], results["pruning"], results["schedules"]
     ratio = history["with_history"] / history["empty"]
     verdicts = [
