@@ -233,3 +233,19 @@ def test_job_detail_query_count(admin_client):
         admin_client, reverse("admin:django_cronqueue_job_change", args=[job.pk])
     )
     assert len(queries) <= 8, "\n".join(queries)
+
+
+def test_schedule_list_reads_last_occurrences_for_its_page_only(admin_client):
+    """The page's query has no subquery on the job table (an OFFSET would run it for every
+    row it skips); one more query reads the last occurrences of the page's rows."""
+    for _ in range(3):
+        row = CronScheduleFactory(last_occurrence=timezone.now() - dt.timedelta(hours=1))
+        JobFactory(name=row.name, scheduled_for=row.last_occurrence, payload={})
+    response, captured = queries_for(admin_client, SCHEDULES + "?p=1")
+    statements = [sql.replace("`", '"') for sql in captured]  # MySQL quotes with backticks
+    reads = [sql for sql in statements if 'FROM "django_cronqueue_cronschedule"' in sql]
+    page = [sql for sql in reads if "COUNT(*)" not in sql and " IN (" not in sql]
+    job_reads = [sql for sql in statements if "django_cronqueue_job" in sql]
+    assert len(page) == 1 and "django_cronqueue_job" not in page[0]
+    assert len(job_reads) == 1 and " IN (" in job_reads[0]
+    assert response.content.decode().count('href="/admin/django_cronqueue/job/') >= 3
