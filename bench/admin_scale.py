@@ -1,9 +1,10 @@
 """How fast is the job admin on a big table? Fills PostgreSQL with ROWS jobs (one
-INSERT ... SELECT generate_series, in a database of its own) and times the job list,
-each filter, a few searches, the schedule list and the dashboard through Django's test
-client, printing milliseconds and query counts.
+INSERT ... SELECT generate_series, in a database of its own) and DYNAMIC dynamic cron
+schedules (one made by create_dynamic, copied by SQL, one in ten paused), and times the
+job list, each filter, a few searches, the schedule list with its pages and filters and
+the dashboard through Django's test client, printing milliseconds and query counts.
 
-    .venv/bin/python bench/admin_scale.py                # 1,000,000 rows
+    .venv/bin/python bench/admin_scale.py                # 1,000,000 rows, 100,000 schedules
     .venv/bin/python bench/admin_scale.py --rows 200000 --repeat 7
     .venv/bin/python bench/admin_scale.py --refill       # rebuild the table first
 
@@ -24,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 NAMES = 20
+SCHEDULES = "/admin/django_cronqueue/cronschedule/"
 QUEUES = ("default", "emails", "reports", "billing")
 
 
@@ -33,6 +35,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--database", default="cronqueue_admin_bench")
     parser.add_argument("--repeat", type=int, default=5, help="timed requests per page")
     parser.add_argument("--refill", action="store_true", help="empty and refill the table")
+    parser.add_argument("--dynamic", type=int, default=100_000, help="dynamic schedules")
     return parser.parse_args()
 
 
@@ -149,6 +152,40 @@ def fill(rows: int, refill: bool) -> None:
     print(f"the table: {Job.objects.count():,} rows")
 
 
+def fill_dynamic(count: int) -> None:
+    """``count`` dynamic schedules of testapp.send_report, one in ten paused, all yearly."""
+    from django.db import connection
+
+    from django_cronqueue.models import CronSchedule
+
+    dynamic = CronSchedule.objects.filter(source="dynamic")
+    if dynamic.count() == count:
+        print(f"reusing {count:,} dynamic schedules")
+        return
+    dynamic.delete()
+    if not count:
+        return
+    CronSchedule.objects.create_dynamic(
+        name="tenant-0",
+        job="testapp.send_report",
+        payload={"tenant_id": 0},
+        expression="0 0 1 1 *",
+        tz="Europe/Paris",
+    )
+    table = CronSchedule._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (name, source, job, payload, expression, tz, options, cursor, "
+            "next_run, paused, active, created_at, updated_at) "
+            "SELECT 'tenant-' || i, source, job, jsonb_build_object('tenant_id', i), expression, "
+            "tz, options, cursor, next_run, i %% 10 = 0, active, created_at, updated_at "
+            f"FROM {table}, generate_series(1, %s) AS i WHERE name = 'tenant-0'",
+            [count - 1],
+        )
+        cursor.execute(f"VACUUM ANALYZE {table}")
+    print(f"made {count:,} dynamic schedules")
+
+
 def measure(client, url: str, repeat: int) -> tuple[float, float, int, float]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -170,6 +207,7 @@ def main() -> None:
     args = parse_args()
     setup_django(args.database)
     fill(args.rows, args.refill)
+    fill_dynamic(args.dynamic)
 
     from django.contrib.auth.models import User
     from django.test import Client
@@ -204,7 +242,11 @@ def main() -> None:
         ("search: error text (full scan)", base + "?q=failure+123456"),
         ("job detail page", base + f"{some_failed}/change/"),
         ("dashboard", base + "dashboard/"),
-        ("cron schedule list", "/admin/django_cronqueue/cronschedule/"),
+        ("cron schedule list", SCHEDULES),
+        ("cron schedule list, page 500", SCHEDULES + "?p=500"),
+        ("schedules: source = dynamic", SCHEDULES + "?source__exact=dynamic"),
+        ("schedules: paused", SCHEDULES + "?paused__exact=1"),
+        ("schedules: search tenant-4242", SCHEDULES + "?q=tenant-4242"),
     ]
     print(f"\n{Job.objects.count():,} jobs; median and max of {args.repeat} requests")
     print(f"{'page':36} {'median ms':>10} {'max ms':>8} {'queries':>8} {'slowest query ms':>17}")
