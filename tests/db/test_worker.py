@@ -73,6 +73,12 @@ def test_an_in_process_run_stops_every_thread_it_started_and_closes_their_sessio
 
     assert Job.objects.filter(status="succeeded").count() == 6
     assert not Worker.objects.exists()
+    # A closed session leaves pg_stat_activity (or the process list) when its server
+    # process has exited, a moment after the close: wait for that, not for luck. A session
+    # left open would still be there after the wait.
+    deadline = time.monotonic() + 10
+    while database_sessions() != before_sessions and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert database_sessions() == before_sessions
     left = [thread.name for thread in set(threading.enumerate()) - before_threads]
     assert left == []
