@@ -45,8 +45,10 @@ class JobContext:
         scheduled_for: dt.datetime | None,
         payload: dict[str, Any],
         ask_database: Callable[[], bool] | None = None,
+        find_batch: Callable[[], Any] | None = None,
     ) -> None:
         self.job_id = job_id
+        self._find_batch = find_batch
         self.name = name
         self.attempt = attempt
         self.scheduled_for = scheduled_for
@@ -58,6 +60,13 @@ class JobContext:
         self._on_cancel: list[Callable[[], None]] = []
         self._progress: dict[str, Any] | None = None
         self._progress_unwritten = False
+
+    @property
+    def batch(self) -> Any:
+        """The group (``jobs.Batch``) this job is a member or a callback of, read from
+        the database now (its counts, ``member_ids``, ``results()``); None outside a
+        group."""
+        return self._find_batch() if self._find_batch is not None else None
 
     def __repr__(self) -> str:
         return f"<JobContext {self.name} #{self.job_id} attempt {self.attempt}>"

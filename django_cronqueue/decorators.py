@@ -19,6 +19,7 @@ from .cronspec import DEFAULT_MAX_CATCH_UP, checked_spec
 from .enqueue import enqueue, enqueue_many
 from .models import Job
 from .registry import JobDefinition, LimitBy, OnFailed, default_name, define
+from .workflows import Signature, enqueue_after
 
 
 class JobHandle(JobDefinition):
@@ -29,15 +30,22 @@ class JobHandle(JobDefinition):
         return enqueue(self, payload)
 
     def using(self, **options: Any) -> EnqueueOptions:
-        """Options (run_at, delay, dedupe_key, dedupe_for, priority, queue) for the next
-        ``.enqueue()``."""
+        """Options (run_at, delay, dedupe_key, dedupe_for, priority, queue, after) for the
+        next ``.enqueue()``."""
         return EnqueueOptions(self, options)
+
+    def s(self, **payload: Any) -> Signature:
+        """A signature of one run with these keyword arguments, for ``jobs.chain`` and
+        ``jobs.group``; checked now, written by the workflow's ``enqueue()``."""
+        return Signature.make(self, payload, {})
 
 
 class EnqueueOptions:
     """``handle.using(run_at=..., dedupe_key=...)``: options for the next enqueue."""
 
-    ALLOWED = frozenset({"run_at", "delay", "dedupe_key", "dedupe_for", "priority", "queue"})
+    ALLOWED = frozenset(
+        {"run_at", "delay", "dedupe_key", "dedupe_for", "priority", "queue", "after"}
+    )
 
     def __init__(self, definition: JobDefinition, options: dict[str, Any]) -> None:
         unknown = sorted(set(options) - self.ALLOWED)
@@ -50,9 +58,30 @@ class EnqueueOptions:
         self.options = options
 
     def enqueue(self, **payload: Any) -> Job:
+        if "after" in self.options:
+            return self._enqueue_after(payload)
         return enqueue(self.definition, payload, **self.options)
 
+    def _enqueue_after(self, payload: dict[str, Any]) -> Job:
+        options = {key: value for key, value in self.options.items() if key != "after"}
+        refused = sorted(set(options) & {"dedupe_key", "dedupe_for"})
+        if refused:
+            raise TypeError(
+                f"Job {self.definition.name!r}: using(after=...) takes no "
+                f"{', '.join(refused)}: a job that waits for others is never deduplicated."
+            )
+        return enqueue_after(self.definition, payload, self.options["after"], options)
+
+    def s(self, **payload: Any) -> Signature:
+        """A signature with these options (run_at, delay, priority, queue)."""
+        return Signature.make(self.definition, payload, self.options)
+
     def enqueue_many(self, payloads: Iterable[Mapping[str, Any]]) -> list[Job]:
+        if "after" in self.options:
+            raise TypeError(
+                f"Job {self.definition.name!r}: enqueue_many() does not take after=; use "
+                "jobs.group([...]) for jobs that run side by side."
+            )
         if "dedupe_key" in self.options or "dedupe_for" in self.options:
             raise TypeError(
                 "enqueue_many() does not take a dedupe_key or dedupe_for: each job needs its "

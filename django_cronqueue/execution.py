@@ -18,14 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.db.models import Q
 
 from . import lifecycle, signals
-from .claiming import ClaimedJob, complete_successes
+from .claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_successes
 from .conf import database_alias, get_settings
 from .context import JobContext, activate
 from .error_text import describe
 from .exceptions import JobCancelled, Snooze
 from .lifecycle import Outcome
+from .models import Batch
 from .registry import JobDefinition, registry
 from .validation import json_problem
 
@@ -96,7 +99,16 @@ def new_context(job: ClaimedJob, *, ask_database: bool = False) -> JobContext:
         ask_database=(lambda: bool(lifecycle.cancel_requested_among([job])))
         if ask_database
         else None,
+        find_batch=lambda: batch_of(job.id, job.batch_id),
     )
+
+
+def batch_of(job_id: int, batch_id: int | None) -> Batch | None:
+    """The batch a job is a member of, or the one whose callback it is."""
+    batches = Batch.objects.using(database_alias())
+    if batch_id is not None:
+        return batches.filter(pk=batch_id).first()
+    return batches.filter(Q(then_job_id=job_id) | Q(finally_job_id=job_id)).first()
 
 
 def call(job: ClaimedJob, context: JobContext | None = None) -> Call:
@@ -210,6 +222,7 @@ class Recorder:
     def add(self, outcome: Call) -> None:
         quick = (
             outcome.succeeded
+            and not outcome.job.has_downstream  # recorded alone, releasing its downstream
             and outcome.result is None
             and outcome.progress is None
             and outcome.duration < self.QUICK
@@ -228,9 +241,14 @@ class Recorder:
         if not self.pending:
             return
         batch, self.pending = self.pending, []
+        finished_at = self.clock()
         try:
-            written = complete_successes(
-                [outcome.job for outcome in batch], finished_at=self.clock(), using=database_alias()
+            written = write_successes(
+                [outcome.job for outcome in batch],
+                lambda jobs: complete_successes(
+                    jobs, finished_at=finished_at, using=database_alias()
+                ),
+                finished_at,
             )
         except BaseException:
             self.pending = batch + self.pending  # kept for the next try (token-guarded)
@@ -252,6 +270,65 @@ class Recorder:
         for outcome in batch:
             if outcome.job.id in written:
                 announce_success(outcome)
+        unwritten = [outcome for outcome in batch if outcome.job.id not in written]
+        gained = gained_downstream(unwritten)
+        for outcome in gained:
+            record(outcome, self.clock())
+        recorded = {outcome.job.id for outcome in gained}
+        for outcome in unwritten:
+            if outcome.job.id not in recorded:
+                log_discarded(outcome.job)  # its lease was lost: another run owns the row
+
+
+def write_successes(
+    jobs: list[ClaimedJob], write: Callable[[list[ClaimedJob]], set[int]], now: dt.datetime
+) -> set[int]:
+    """Run ``write`` (the UPDATE of quick successes; it returns the ids written) and, if
+    group members are among ``jobs``, count those written in their batches in the same
+    transaction: a crash cannot record a member's success and lose its count."""
+    if not any(job.batch_id is not None for job in jobs):
+        return write(jobs)
+    with transaction.atomic(using=database_alias()):
+        written = write(jobs)
+        lifecycle.members_succeeded(
+            [job for job in jobs if job.batch_id is not None and job.id in written], now
+        )
+    return written
+
+
+def write_and_claim(
+    request: ClaimRequest, succeeded: list[ClaimedJob], now: dt.datetime
+) -> tuple[list[ClaimedJob], set[int]]:
+    """A worker's quick successes and its next claim: one statement on PostgreSQL, unless
+    group members are among the successes: they are written and counted in their batches
+    in a transaction of their own, then the claim follows."""
+    using = database_alias()
+    if not any(job.batch_id is not None for job in succeeded):
+        return complete_and_claim(request, succeeded, finished_at=now, using=using)
+    written = write_successes(
+        succeeded, lambda jobs: complete_successes(jobs, finished_at=now, using=using), now
+    )
+    jobs, _ = complete_and_claim(request, [], finished_at=now, using=using)
+    return jobs, written
+
+
+def log_discarded(job: ClaimedJob) -> None:
+    logger.warning(
+        "Discarded the success of job %s #%s: its lease was lost and the row has moved on",
+        job.name,
+        job.id,
+        extra={"job_id": job.id, "job_name": job.name, "outcome": "discarded"},
+    )
+
+
+def gained_downstream(unwritten: list[Call]) -> list[Call]:
+    """Of the successes a batch left unwritten, those whose row is still theirs to
+    complete but gained a downstream job after the claim (``using(after=...)`` on a
+    running job): they are recorded alone. The others lost their lease."""
+    if not unwritten:
+        return []
+    ids = set(lifecycle.running_with_downstream([outcome.job for outcome in unwritten]))
+    return [outcome for outcome in unwritten if outcome.job.id in ids]
 
 
 def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:

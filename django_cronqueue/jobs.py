@@ -22,28 +22,35 @@ from .decorators import JobHandle, cron, job
 from .exceptions import InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
 from .registry import JobDefinition
 from .results import TickResult
+from .workflows import Chain, Group, Signature
 
 if TYPE_CHECKING:
     from .lifecycle import Cancellation
-    from .models import Job, Pause
+    from .models import Batch, Job, Pause
 
 __all__ = [
+    "Batch",
+    "Chain",
     "CronRun",
+    "Group",
     "InvalidPayload",
     "JobCancelled",
     "JobContext",
     "JobDefinition",
     "JobHandle",
     "LeaseLost",
+    "Signature",
     "Snooze",
     "TickResult",
     "UnknownJob",
     "cancel",
+    "chain",
     "cron",
     "current",
     "enqueue",
     "enqueue_many",
     "exponential",
+    "group",
     "job",
     "pause",
     "resume",
@@ -141,3 +148,22 @@ def resume(queue: str | None = None, name: str | JobDefinition | None = None) ->
     from .pauses import resume as _resume
 
     return _resume(queue=queue, name=name)
+
+
+def chain(*signatures: Signature) -> Chain:
+    """``jobs.chain(a.s(...), b.s(...)).enqueue()``: each job waits for the one before
+    it; see ``django_cronqueue.workflows``."""
+    return Chain(*signatures)
+
+
+def group(signatures: Iterable[Signature]) -> Group:
+    """``jobs.group([...]).then(sig).finally_(sig).enqueue()`` -> ``jobs.Batch``."""
+    return Group(signatures)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Batch":  # the model, once the app registry is ready
+        from .models import Batch as BatchModel
+
+        return BatchModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

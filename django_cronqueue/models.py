@@ -25,11 +25,13 @@ from .validation import MAX_DEDUPE_KEY_LENGTH, MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 __all__ = [
     "FINISHED_STATUSES",
     "MAX_DEDUPE_KEY_LENGTH",
+    "Batch",
     "CronSchedule",
     "CronScheduleSource",
     "ExactCharField",
     "FlowLock",
     "Job",
+    "JobDependency",
     "JobStart",
     "JobStatus",
     "ModelVerbs",
@@ -138,6 +140,24 @@ class Job(models.Model):
         db_default="",
         editable=False,
     )
+    # Workflows (jobs.chain, jobs.group, using(after=...)): a blocked job is pending but
+    # never claimed, until its last upstream job succeeded (``waiting_for`` counts those
+    # left) or, for a group's callback, until its batch finished. ``has_downstream`` tells
+    # the completion of a job that it has blocked jobs to release; ``batch`` is the group
+    # a member belongs to.
+    blocked = models.BooleanField(
+        default=False, db_default=False, help_text="Waits for its upstream jobs or its batch."
+    )
+    waiting_for = models.PositiveIntegerField(default=0, db_default=0, editable=False)
+    has_downstream = models.BooleanField(default=False, db_default=False, editable=False)
+    batch = models.ForeignKey(
+        "Batch",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="members",
+        help_text="The group (jobs.group) this job is a member of.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -146,10 +166,11 @@ class Job(models.Model):
         app_label = "django_cronqueue"
         ordering = ["-id"]
         indexes = [
-            # The claim query: WHERE status = 'pending' AND run_at <= now
-            # ORDER BY priority DESC, run_at, id.
+            # The claim query: WHERE status = 'pending' AND NOT blocked AND run_at <= now
+            # ORDER BY priority DESC, run_at, id (blocked rows are never walked).
             models.Index(
-                fields=["status", "-priority", "run_at", "id"], name="cronqueue_job_claim"
+                fields=["status", "blocked", "-priority", "run_at", "id"],
+                name="cronqueue_job_claim",
             ),
             # Expired leases: WHERE status = 'running' AND locked_until < now.
             models.Index(fields=["status", "locked_until"], name="cronqueue_job_lease"),
@@ -192,6 +213,69 @@ class Job(models.Model):
     def run_now(self, *, now: dt.datetime | None = None) -> bool:
         """Pending -> due now. False if the job is not pending any more."""
         return verbs().run_job_now(self, now=now)
+
+
+class Batch(models.Model):
+    """A group of jobs (``jobs.group``): how many of its members succeeded and failed
+    (for good, or cancelled), when the last one finished, and its callbacks: ``then_job``
+    runs once every member succeeded, ``finally_job`` once every member finished."""
+
+    id = models.BigAutoField(primary_key=True)
+    size = models.PositiveIntegerField()
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(
+        default=0, help_text="Members that failed for good or were cancelled."
+    )
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    then_job = models.OneToOneField(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="batch_then"
+    )
+    finally_job = models.OneToOneField(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="batch_finally"
+    )
+
+    class Meta:
+        app_label = "django_cronqueue"
+        ordering = ["-id"]
+        verbose_name_plural = "batches"
+
+    def __str__(self) -> str:
+        return f"Batch #{self.pk} ({self.succeeded + self.failed}/{self.size} finished)"
+
+    @property
+    def pending(self) -> int:
+        """Members not finished yet."""
+        return self.size - self.succeeded - self.failed
+
+    @property
+    def member_ids(self) -> list[int]:
+        """The ids of its members, in order (read from the database when asked)."""
+        return list(self.members.order_by("id").values_list("id", flat=True))
+
+    def results(self) -> dict[int, Any]:
+        """The return value of each succeeded member, by job id."""
+        rows = self.members.filter(status=JobStatus.SUCCEEDED).order_by("id")
+        return dict(rows.values_list("id", "result"))
+
+
+class JobDependency(models.Model):
+    """``downstream`` waits until ``upstream`` succeeded (``jobs.chain``,
+    ``using(after=...)``)."""
+
+    upstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="downstream_links")
+    downstream = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="upstream_links")
+
+    class Meta:
+        app_label = "django_cronqueue"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["upstream", "downstream"], name="cronqueue_dependency_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.downstream_id} after #{self.upstream_id}"
 
 
 class Worker(models.Model):

@@ -33,9 +33,9 @@ from django.db import (
 )
 
 from . import dbclock, lifecycle, signals
-from .claiming import ClaimedJob, claim_request, complete_and_claim, is_capped
+from .claiming import ClaimedJob, claim_request, is_capped
 from .conf import database_alias, get_settings, max_clock_skew
-from .execution import Call, Recorder, call, new_context
+from .execution import Call, Recorder, call, new_context, write_and_claim
 from .held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
 from .models import Worker as WorkerRow
 from .notify import listen
@@ -283,9 +283,7 @@ class Worker:
         # The slot's quick successes are written by the same statement (PostgreSQL).
         succeeded = recorder.take()
         try:
-            jobs, written = complete_and_claim(
-                request, [call.job for call in succeeded], finished_at=now, using=database_alias()
-            )
+            jobs, written = write_and_claim(request, [call.job for call in succeeded], now)
         except BaseException:
             recorder.put_back(succeeded)
             raise

@@ -14,7 +14,6 @@ PostgreSQL), and ``claim_one`` is eager mode's claim of one given row.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib import import_module
@@ -43,7 +42,6 @@ __all__ = [
     "is_capped",
 ]
 
-logger = logging.getLogger("django_cronqueue")
 
 _VENDOR_MODULES = {
     "postgresql": "postgresql",
@@ -115,7 +113,6 @@ def complete_and_claim(
     if succeeded and one_statement and request.names and request.limit > 0:
         jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)
         jobs.sort(key=ClaimedJob.order_key)
-        _log_lost(succeeded, written)
     else:
         written = complete_successes(succeeded, finished_at=finished_at, using=using)
         jobs = claim(request, using=using)
@@ -129,9 +126,7 @@ def complete_successes(
     its claim still holds the lease. Returns the ids written."""
     if not jobs:
         return set()
-    written = base.complete_successes(connections[using], jobs, finished_at)
-    _log_lost(jobs, written)
-    return written
+    return base.complete_successes(connections[using], jobs, finished_at)
 
 
 def claim_one(job_id: int, *, worker_id: str) -> ClaimedJob | None:
@@ -149,14 +144,3 @@ def claim_one(job_id: int, *, worker_id: str) -> ClaimedJob | None:
     lease_until = now + dt.timedelta(seconds=get_settings().LEASE + timeout)
     request = claim_request(now, queues=None, limit=1, worker_id=worker_id, lease_until=lease_until)
     return base.claim_row(connection, request, job_id)
-
-
-def _log_lost(jobs: Sequence[ClaimedJob], written: set[int]) -> None:
-    for job in jobs:
-        if job.id not in written:
-            logger.warning(
-                "Discarded the success of job %s #%s: its lease was lost and the row has moved on",
-                job.name,
-                job.id,
-                extra={"job_id": job.id, "job_name": job.name, "outcome": "discarded"},
-            )

@@ -24,7 +24,7 @@ LOCK_TABLE = NameLock._meta.db_table
 PAUSE_TABLE = Pause._meta.db_table
 RETURNED_COLUMNS = (
     "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for, "
-    "created_at, schedule"
+    "created_at, schedule, has_downstream, batch_id"
 )
 
 
@@ -67,6 +67,14 @@ class ClaimedJob:
     created_at: dt.datetime
     token: str
     schedule: str = ""  # the dynamic schedule of an occurrence or a manual run of one
+    # A workflow's job: its success must release the jobs that wait for it (recorded
+    # alone), or count it in its batch (in the transaction that writes it).
+    has_downstream: bool = False
+    batch_id: int | None = None
+
+    @property
+    def in_workflow(self) -> bool:
+        return self.has_downstream or self.batch_id is not None
 
     def order_key(self) -> tuple[int, dt.datetime, int]:
         return (-self.priority, self.run_at, self.id)
@@ -90,12 +98,14 @@ def due_filter(
     parses it once, even for a site with a thousand job names. ``pauses=False`` leaves
     the pause filter to the caller.
     """
-    params: list[Any] = [JobStatus.PENDING, request.now]
+    # Blocked rows (a workflow's jobs waiting for others) are pending but never claimed;
+    # "blocked = %s" (not "NOT blocked") keeps MySQL on the claim index's prefix too.
+    params: list[Any] = [JobStatus.PENDING, False, request.now]
     if names_as_array:
-        sql = "status = %s AND run_at <= %s AND name = ANY(%s::text[])"
+        sql = "status = %s AND blocked = %s AND run_at <= %s AND name = ANY(%s::text[])"
         params.append(list(names))
     else:
-        sql = f"status = %s AND run_at <= %s AND name IN ({placeholders(names)})"
+        sql = f"status = %s AND blocked = %s AND run_at <= %s AND name IN ({placeholders(names)})"
         params.extend(names)
     if request.queues:
         sql += f" AND queue IN ({placeholders(request.queues)})"
@@ -134,6 +144,12 @@ def claim_set_params(request: ClaimRequest) -> list[Any]:
 
 
 # A claimed row that succeeded (the batched form: no result to store).
+# A batch of quick successes leaves out the jobs others wait for (whose success must
+# release them in its own transaction), even one that gained a downstream job after it
+# was claimed: the caller then records that success alone. A group's members ride along;
+# the caller counts those written in their batches, in the same transaction.
+PLAIN_SUCCESS = " AND has_downstream = FALSE"
+
 SUCCEEDED_SET = (
     "status = %s, finished_at = %s, locked_until = NULL, lock_token = NULL, "
     "active_dedupe_key = NULL"
@@ -187,6 +203,8 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         scheduled_for,
         created_at,
         schedule,
+        has_downstream,
+        batch_id,
     ) = row
     return ClaimedJob(
         id=job_id,
@@ -201,6 +219,8 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         created_at=to_datetime(created_at),  # type: ignore[arg-type]
         token=token,
         schedule=schedule,
+        has_downstream=bool(has_downstream),
+        batch_id=batch_id,
     )
 
 
@@ -349,15 +369,17 @@ def claim_row(
     None when the row is not pending."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {RETURNED_COLUMNS} FROM {TABLE} WHERE id = %s AND status = %s",
-            [job_id, JobStatus.PENDING],
+            f"SELECT {RETURNED_COLUMNS} FROM {TABLE} WHERE id = %s AND status = %s "
+            "AND blocked = %s",
+            adapt(connection, [job_id, JobStatus.PENDING, False]),
         )
         row = cursor.fetchone()
         if row is None:
             return None
         cursor.execute(
-            f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id = %s AND status = %s",
-            adapt(connection, [*claim_set_params(request), job_id, JobStatus.PENDING]),
+            f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id = %s AND status = %s "
+            "AND blocked = %s",
+            adapt(connection, [*claim_set_params(request), job_id, JobStatus.PENDING, False]),
         )
         if cursor.rowcount != 1:
             return None
@@ -379,6 +401,7 @@ def complete_successes(
             sql = (
                 f"UPDATE {TABLE} SET {SUCCEEDED_SET} "
                 f"WHERE lock_token = %s AND status = %s AND id IN ({placeholders(ids)})"
+                f"{PLAIN_SUCCESS}"
             )
             params = adapt(
                 connection, [*succeeded_set_params(finished_at), token, JobStatus.RUNNING, *ids]

@@ -23,6 +23,7 @@ from ..models import JobStatus
 from . import flow
 from .base import (
     ORDER,
+    PLAIN_SUCCESS,
     RETURNED_COLUMNS,
     SUCCEEDED_SET,
     TABLE,
@@ -115,7 +116,7 @@ def complete_and_claim(
     padding = ", ".join(["NULL"] * (RETURNED_COLUMNS.count(",")))
     sql = (
         f"WITH done AS (UPDATE {TABLE} SET {SUCCEEDED_SET} WHERE status = %s AND (id, lock_token) "
-        "IN (SELECT * FROM unnest(%s::bigint[], %s::text[])) RETURNING id), "
+        f"IN (SELECT * FROM unnest(%s::bigint[], %s::text[])){PLAIN_SUCCESS} RETURNING id), "
         f"claimed AS (UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
         f"SELECT id FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{ROW_LOCK}"
         f") RETURNING {RETURNED_COLUMNS}) "

@@ -35,13 +35,24 @@ from .running import (
     release_unstarted,
     renew_leases,
     report_failure,
+    running_with_downstream,
     write_progress,
+)
+from .workflow import (
+    after_end,
+    after_success,
+    mark_upstream_ended,
+    members_succeeded,
+    release_downstream,
+    upstream_ended_text,
 )
 
 __all__ = [
     "RETRYABLE",
     "Cancellation",
     "Outcome",
+    "after_end",
+    "after_success",
     "cancel",
     "cancel_job",
     "cancel_requested_among",
@@ -54,6 +65,9 @@ __all__ = [
     "lose_lease",
     "make_rows_due",
     "mark_skipped",
+    "mark_upstream_ended",
+    "members_succeeded",
+    "release_downstream",
     "release_unstarted",
     "renew_leases",
     "report_failure",
@@ -61,5 +75,7 @@ __all__ = [
     "retry",
     "retry_rows",
     "run_now",
+    "running_with_downstream",
+    "upstream_ended_text",
     "write_progress",
 ]

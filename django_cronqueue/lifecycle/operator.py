@@ -18,6 +18,7 @@ from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS, clean_text
 from ..models import FINISHED_STATUSES, Job, JobStatus
 from ..notify import announce_cancel, wake_workers
+from . import workflow
 from .common import apply_changes, job_rows
 
 logger = logging.getLogger("django_cronqueue")
@@ -134,12 +135,16 @@ def retry_rows(ids: list[int], now: dt.datetime) -> int:
     when another pending or running job of the same name holds one of those keys."""
     if not ids:
         return 0
+    retryable = job_rows().filter(id__in=ids, status__in=RETRYABLE)
     with transaction.atomic(using=database_alias()):
-        return (
-            job_rows()
-            .filter(id__in=ids, status__in=RETRYABLE)
-            .update(**_retry_changes(now), active_dedupe_key=F("dedupe_key"))
+        in_workflow = list(
+            retryable.exclude(has_downstream=False, batch__isnull=True)
+            .select_for_update()
+            .values_list("pk", flat=True)
         )
+        updated = retryable.update(**_retry_changes(now), active_dedupe_key=F("dedupe_key"))
+        workflow.reopen(in_workflow, now)
+    return updated
 
 
 def _cancel_changes(reason: str, now: dt.datetime, by: str = "") -> dict[str, Any]:
@@ -163,7 +168,16 @@ def cancel_rows(ids: list[int], reason: str, now: dt.datetime, *, by: str = "") 
     if not ids:
         return 0
     changes = _cancel_changes(reason, now, by)
-    return job_rows().filter(id__in=ids, status=JobStatus.PENDING).update(**changes)
+    pending = job_rows().filter(id__in=ids, status=JobStatus.PENDING)
+    with transaction.atomic(using=database_alias()):
+        in_workflow = list(
+            pending.exclude(has_downstream=False, batch__isnull=True)
+            .select_for_update()
+            .values_list("pk", flat=True)
+        )
+        updated = pending.update(**changes)
+        workflow.after_end(in_workflow, now)
+    return updated
 
 
 def _cancel_request_changes(reason: str, by: str, now: dt.datetime) -> dict[str, Any]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 from typing import Any
 
-from django.db import DataError, IntegrityError
+from django.db import DataError, IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -29,6 +29,7 @@ from ..exceptions import LeaseLost, Snooze
 from ..models import Job, JobStatus
 from ..notify import wake_workers
 from ..registry import JobDefinition
+from . import workflow
 from .common import Outcome, job_rows, log_discarded, log_extra, undoable, write_failure
 
 logger = logging.getLogger("django_cronqueue")
@@ -57,25 +58,77 @@ def complete_success(
         "result": result,
         **_progress_change(progress),
     }
-    if result is None:
-        updated = _running(job).update(**changes)
+    if job.in_workflow:
+        updated = _record_workflow_success(job, changes, now)
     else:
-        try:
-            with undoable():
-                updated = _running(job).update(**changes)
-        except (DataError, IntegrityError) as exc:
-            logger.warning(
-                "Job %s #%s succeeded, but the database refused its return value, which "
-                "was dropped (result is None): %s",
-                job.name,
-                job.id,
-                describe(exc),
-                extra=log_extra(job, "result_dropped"),
-            )
-            updated = _running(job).update(**{**changes, "result": None})
+        # A job that gained a downstream job since its claim is left to the workflow path.
+        updated = _write_success(_running(job).filter(has_downstream=False), job, changes)
+        if not updated and _running(job).filter(has_downstream=True).exists():
+            updated = _record_workflow_success(job, changes, now)
     if not updated:
         log_discarded(job, "success")
     return bool(updated)
+
+
+def ended_without_success(write: Callable[[], int], job_id: int, now: dt.datetime) -> int:
+    """Run ``write`` (a final failure or a cancellation of job ``job_id``) and, if it
+    wrote, cancel the jobs that waited for it and count it in its batch, in one
+    transaction."""
+    with transaction.atomic(using=database_alias()):
+        updated = write()
+        if updated:
+            workflow.after_end([job_id], now)
+    return updated
+
+
+def _record_workflow_success(job: ClaimedJob, changes: dict[str, Any], now: dt.datetime) -> int:
+    """The success of a workflow's job and the release of what waited for it (or its
+    count in its batch), in one transaction. ``has_downstream`` never goes back to false,
+    so a row claimed with it needs no read; one claimed without it is written on that
+    condition first, then (it gained a downstream job since) on the other."""
+    rows = _running(job)
+    with transaction.atomic(using=database_alias()):
+        has_downstream = job.has_downstream
+        if has_downstream:
+            updated = _write_success(rows, job, changes)
+        else:
+            updated = _write_success(rows.filter(has_downstream=False), job, changes)
+            if not updated:
+                has_downstream = True
+                updated = _write_success(rows.filter(has_downstream=True), job, changes)
+        if updated:
+            workflow.after_success(
+                job.id, has_downstream=has_downstream, batch_id=job.batch_id, now=now
+            )
+    return updated
+
+
+def _write_success(rows: QuerySet[Job], job: ClaimedJob, changes: dict[str, Any]) -> int:
+    """The success UPDATE; a result the database refuses is dropped (and logged)."""
+    if changes["result"] is None:
+        return rows.update(**changes)
+    try:
+        with undoable():
+            return rows.update(**changes)
+    except (DataError, IntegrityError) as exc:
+        logger.warning(
+            "Job %s #%s succeeded, but the database refused its return value, which "
+            "was dropped (result is None): %s",
+            job.name,
+            job.id,
+            describe(exc),
+            extra=log_extra(job, "result_dropped"),
+        )
+        return rows.update(**{**changes, "result": None})
+
+
+def running_with_downstream(jobs: Sequence[ClaimedJob]) -> list[int]:
+    """The ids of ``jobs`` still held by their claim that have a downstream job."""
+    held = _held(jobs)
+    if held is None:
+        return []
+    rows = job_rows().filter(held, status=JobStatus.RUNNING, has_downstream=True)
+    return list(rows.values_list("pk", flat=True))
 
 
 def complete_failure(
@@ -119,18 +172,16 @@ def complete_failure(
             signals.send(signals.job_retrying, job.name, job=job, exc=exc, run_at=run_at)
             return Outcome.RETRYING
     else:
-        updated = write_failure(
-            guard,
-            {
-                "status": JobStatus.FAILED,
-                "finished_at": now,
-                "locked_until": None,
-                "lock_token": None,
-                "active_dedupe_key": None,
-                **failure,
-            },
-            job.id,
-            job.name,
+        changes = {
+            "status": JobStatus.FAILED,
+            "finished_at": now,
+            "locked_until": None,
+            "lock_token": None,
+            "active_dedupe_key": None,
+            **failure,
+        }
+        updated = ended_without_success(
+            lambda: write_failure(guard, changes, job.id, job.name), job.id, now
         )
         if updated:
             report_failure(definition, job.id, exc)
@@ -204,16 +255,14 @@ def _finish_if_cancel_requested(
     message = cancelled_message(
         request["cancel_requested_at"], request["cancel_requested_by"], request["cancel_reason"]
     )
-    updated = write_failure(
-        _running(job),
-        {
-            **_cancelled_changes(message, now),
-            "traceback": format_traceback(exc),
-            "exception_class_path": class_path(exc),
-            **_progress_change(progress),
-        },
-        job.id,
-        job.name,
+    changes = {
+        **_cancelled_changes(message, now),
+        "traceback": format_traceback(exc),
+        "exception_class_path": class_path(exc),
+        **_progress_change(progress),
+    }
+    updated = ended_without_success(
+        lambda: write_failure(_running(job), changes, job.id, job.name), job.id, now
     )
     if not updated:
         log_discarded(job, "cancellation")
@@ -374,7 +423,8 @@ def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt
         message = cancelled_message(
             row["cancel_requested_at"], row["cancel_requested_by"], row["cancel_reason"]
         )
-        if not guard.update(**_cancelled_changes(f"{message} (its lease was lost)", now)):
+        cancelled = _cancelled_changes(f"{message} (its lease was lost)", now)
+        if not ended_without_success(lambda: guard.update(**cancelled), row["id"], now):
             return False
         _announce_cancelled(row["id"], row["name"], row)
         return True
@@ -392,7 +442,12 @@ def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt
         changes.update(status=JobStatus.FAILED, finished_at=now, active_dedupe_key=None)
     else:
         changes.update(status=JobStatus.PENDING, run_at=now)
-    updated = write_failure(guard, changes, row["id"], row["name"])
+    if final:
+        updated = ended_without_success(
+            lambda: write_failure(guard, changes, row["id"], row["name"]), row["id"], now
+        )
+    else:
+        updated = write_failure(guard, changes, row["id"], row["name"])
     if not updated:
         return False
     if not final and signals.job_retrying.receivers:

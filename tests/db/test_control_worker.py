@@ -124,7 +124,7 @@ def test_a_cancel_notice_between_a_claim_and_its_holding_reaches_the_handler(mon
     worker = Worker(concurrency=1)
     worker._measure_clock()
     job = jobs.enqueue(test_jobs.record, {"key": "k"})
-    real_claim = worker_module.complete_and_claim
+    real_claim = worker_module.write_and_claim
 
     def claim_then_cancel(*args, **kwargs):
         claimed, written = real_claim(*args, **kwargs)
@@ -132,7 +132,7 @@ def test_a_cancel_notice_between_a_claim_and_its_holding_reaches_the_handler(mon
         worker._cancel_requested([job.pk])  # the listener, before the slot holds the job
         return claimed, written
 
-    monkeypatch.setattr(worker_module, "complete_and_claim", claim_then_cancel)
+    monkeypatch.setattr(worker_module, "write_and_claim", claim_then_cancel)
     [claimed] = worker._claim(1, Recorder(worker.clock.now))
     assert worker._held[claimed.id].context.cancel_requested
 

@@ -163,3 +163,32 @@ def send_report(tenant_id: int, format: str = "html") -> None:
     scheduled_for = jobs.current().scheduled_for
     when = scheduled_for.isoformat() if scheduled_for else "manual"
     SideEffect.objects.create(key=f"report {tenant_id} {format} {when}", pid=os.getpid())
+
+
+# --- workflows (jobs.chain, jobs.group, using(after=...)) ---------------------------
+
+BATCHES_SEEN: list = []
+
+
+@jobs.job
+def collect_batch(key: str) -> None:
+    """A group's callback: what it sees of its batch when it runs."""
+    batch = jobs.current().batch
+    BATCHES_SEEN.append(
+        (key, batch.size, batch.succeeded, batch.failed, batch.member_ids, batch.results())
+    )
+    SideEffect.objects.create(key=key, pid=os.getpid())
+
+
+@jobs.job(retries=0)
+def fails_now(key: str) -> None:
+    raise RuntimeError(f"{key} failed")
+
+
+@jobs.job(retries=0)
+def fails_until_fixed(key: str) -> None:
+    """Fails until a ``SideEffect`` row ``fixed <key>`` says its cause was fixed (as an
+    operator would before a retry); then records ``key``."""
+    if not SideEffect.objects.filter(key=f"fixed {key}").exists():
+        raise RuntimeError(f"{key} failed: not fixed yet")
+    SideEffect.objects.create(key=key, pid=os.getpid())
