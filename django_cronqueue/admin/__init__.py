@@ -1,4 +1,4 @@
-"""The Django admin for jobs, cron schedules and pauses, and the queue dashboard.
+"""The Django admin for jobs, cron schedules, pauses and batches, and the queue dashboard.
 
 Operators see and steer; they never edit a job or schedule row. Every state change is a
 CSRF-protected POST that needs the ``change_job`` (or ``change_cronschedule``) permission
@@ -11,7 +11,8 @@ query count, one aggregate for the status counts, and no COUNT(*) over the whole
 
 from django.contrib import admin
 
-from ..models import CronSchedule, Job, Pause
+from ..models import Batch, CronSchedule, Job, Pause
+from .batches import BatchAdmin
 from .jobs import JobAdmin
 from .pauses import PauseAdmin
 from .schedules import CronScheduleAdmin
@@ -19,5 +20,6 @@ from .schedules import CronScheduleAdmin
 admin.site.register(Job, JobAdmin)
 admin.site.register(CronSchedule, CronScheduleAdmin)
 admin.site.register(Pause, PauseAdmin)
+admin.site.register(Batch, BatchAdmin)
 
-__all__ = ["CronScheduleAdmin", "JobAdmin", "PauseAdmin"]
+__all__ = ["BatchAdmin", "CronScheduleAdmin", "JobAdmin", "PauseAdmin"]

@@ -60,6 +60,57 @@ class FailedRecentlyFilter(admin.SimpleListFilter):
         return queryset.filter(status=JobStatus.FAILED, finished_at__gte=timezone.now() - window)
 
 
+class BlockedFilter(admin.SimpleListFilter):
+    """Pending jobs that wait for their upstream jobs or their batch (the claim index
+    leads with ``status, blocked``), or every other job."""
+
+    title = "blocked"
+    parameter_name = "blocked"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes (pending, waiting)"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        if self.value() == "yes":
+            return queryset.filter(status=JobStatus.PENDING, blocked=True)
+        if self.value() == "no":
+            return queryset.exclude(status=JobStatus.PENDING, blocked=True)
+        return queryset
+
+
+def batch_id_of(value: str | None) -> int | None:
+    """The batch id of a ``batch__id__exact`` value, None when it is no id."""
+    if value is None or not value.isascii() or not value.isdigit() or len(value) > 18:
+        return None
+    return int(value)
+
+
+class BatchFilter(admin.SimpleListFilter):
+    """The members of one batch, as the batch page links them (``batch__id__exact``).
+    Its only choice is the batch filtered by: listing every batch would read them all."""
+
+    title = "batch"
+    parameter_name = "batch__id__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        batch_id = batch_id_of(self.value())
+        return [] if batch_id is None else [(str(batch_id), f"Batch #{batch_id}")]
+
+    def has_output(self) -> bool:
+        return self.value() is not None
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        if self.value() is None:
+            return queryset
+        return in_batch(queryset, self.value())
+
+
+def in_batch(queryset: QuerySet[Job], value: str | None) -> QuerySet[Job]:
+    """The members of the batch ``value`` names; none when it names no batch."""
+    batch_id = batch_id_of(value)
+    return queryset.none() if batch_id is None else queryset.filter(batch_id=batch_id)
+
+
 def exactly(queryset: QuerySet[Job], column: str, value: str) -> QuerySet[Job]:
     """The rows whose ``column`` is ``value``. A value no row can hold matches none without
     asking the database: one with a NUL (which PostgreSQL refuses even to compare) or one

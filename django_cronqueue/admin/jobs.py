@@ -1,6 +1,6 @@
 """The Job admin: the list (status counts, filters, a search that stays on indexes) and
-the detail page (pretty payload, the full traceback, timestamps, the lease holder), with
-the actions and buttons Retry, Cancel and Run now."""
+the detail page (pretty payload, the full traceback, timestamps, the lease holder, the
+workflow it belongs to), with the actions and buttons Retry, Cancel and Run now."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
@@ -30,6 +31,8 @@ from .actions import by_whom, done_message
 from .base import ReadOnlyAdmin
 from .filters import (
     ERROR_CHARS,
+    BatchFilter,
+    BlockedFilter,
     FailedRecentlyFilter,
     JobChangeList,
     JobPaginator,
@@ -37,6 +40,7 @@ from .filters import (
     QueueFilter,
     StatusFilter,
     exactly,
+    in_batch,
 )
 from .job_actions import CANCEL_REQUEST, JOB, JOB_ACTIONS, outcome_messages, perform
 from .renderers import (
@@ -50,11 +54,11 @@ from .renderers import (
     pretty_json,
     progress_bar,
     relative,
-    status_pill,
     warning_badge,
     zone,
 )
 from .search import as_id, fits, search, search_words
+from .workflows import batch_text, blocked_text, linked_jobs, links_of, status_with_blocked
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
 
@@ -84,7 +88,14 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         "error_display",
     ]
     list_display_links = ["id"]
-    list_filter = [StatusFilter, FailedRecentlyFilter, NameFilter, QueueFilter]
+    list_filter = [
+        StatusFilter,
+        BlockedFilter,
+        FailedRecentlyFilter,
+        NameFilter,
+        QueueFilter,
+        BatchFilter,
+    ]
     search_fields = ["=id", "name", "=dedupe_key", "last_error"]  # see get_search_results
     search_help_text = (
         "A job id, an exact dedupe key, part of a name, or part of the error (of jobs that "
@@ -122,6 +133,11 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         ("Payload and result", {"fields": ["payload_display", "result_display"]}),
         ("Last failure", {"fields": ["full_error", "traceback_display"]}),
     ]
+    # Shown only on the page of a job that takes part in a workflow (see get_fieldsets).
+    workflow_fieldset: Any = (
+        "Workflow",
+        {"fields": ["blocked_display", "batch_display", "upstream", "downstream"]},
+    )
     readonly_fields = [
         "name_display",
         "status_display",
@@ -133,6 +149,10 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         "progress_display",
         "cancel_request",
         "snoozes",
+        "blocked_display",
+        "batch_display",
+        "upstream",
+        "downstream",
         "created",
         "due",
         "occurrence",
@@ -146,11 +166,30 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         "traceback_display",
     ]
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Job | None:
+        """The job with its workflow links, read in the same query."""
+        field = Job._meta.pk if from_field is None else Job._meta.get_field(from_field)
+        try:
+            value = field.to_python(object_id)  # type: ignore[union-attr]
+        except (ValidationError, ValueError):
+            return None
+        queryset = observe.with_workflow_links(self.get_queryset(request))
+        return queryset.filter(**{field.name: value}).first()
+
+    def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
+        fieldsets = list(super().get_fieldsets(request, obj))
+        if obj is not None and links_of(obj).any:
+            fieldsets.insert(2, self.workflow_fieldset)
+        return fieldsets
+
     # -- list columns
 
     @admin.display(description="status")
     def status_display(self, job: Job) -> str:
-        return status_pill(job.status)
+        """The status, and "blocked" for a pending job that waits (no query: a column)."""
+        return status_with_blocked(job.status, job.blocked)
 
     @admin.display(description="progress")
     def progress_column(self, job: Job) -> str:
@@ -242,6 +281,26 @@ class JobAdmin(ReadOnlyAdmin[Job]):
             format_html(": {}", job.cancel_reason) if job.cancel_reason else "",
             "; waiting for its handler to stop" if job.status == JobStatus.RUNNING else "",
         )
+
+    @admin.display(description="blocked")
+    def blocked_display(self, job: Job) -> str:
+        return blocked_text(job, self.admin_site.name)
+
+    @admin.display(description="batch")
+    def batch_display(self, job: Job) -> str:
+        return batch_text(job, self.admin_site.name)
+
+    @admin.display(description="waits for (upstream jobs)")
+    def upstream(self, job: Job) -> str:
+        if not links_of(job).has_upstream:
+            return "-"
+        return linked_jobs(observe.upstream_jobs(job.pk), self.admin_site.name)
+
+    @admin.display(description="waited for by (downstream jobs)")
+    def downstream(self, job: Job) -> str:
+        if not job.has_downstream:
+            return "-"  # no job was ever made to wait for it: no query
+        return linked_jobs(observe.downstream_jobs(job.pk), self.admin_site.name)
 
     created = time_display("created_at", "created")
     due = time_display("run_at", "run at")
@@ -350,6 +409,10 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         queryset = self.get_queryset(request)
         for column, value in keep.items():
             queryset = exactly(queryset, column, value)
+        if BatchFilter.parameter_name in request.GET:
+            value = request.GET[BatchFilter.parameter_name]
+            queryset = in_batch(queryset, value)
+            keep[BatchFilter.parameter_name] = value
         counts, capped = observe.capped_status_counts(queryset)
         current = request.GET.get("status", "")
         links = [
@@ -369,7 +432,10 @@ class JobAdmin(ReadOnlyAdmin[Job]):
             "cq_total_display": count_text(sum(counts.values()), bool(capped)),
             "cq_all_url": "?" + urlencode(keep),
             "cq_all_current": not current,
-            "cq_scope": ", ".join(f"{key} {value}" for key, value in keep.items()),
+            "cq_scope": ", ".join(
+                f"batch #{value}" if key == BatchFilter.parameter_name else f"{key} {value}"
+                for key, value in keep.items()
+            ),
         }
 
     # -- actions (list) and buttons (detail)

@@ -5,9 +5,10 @@ the oldest due pending job, the workers and which of them are live, the cron sch
 with their next runs and whether they are overdue (the code schedules and a bounded
 choice of the dynamic ones, with the counts of all), queue depths, the outcomes of each
 hour, and the control of running work (``control``: running jobs with their progress and
-cancel requests, the pauses of queues and job names). The admin (its job list, schedule
-list and dashboard), ``cronqueue_status`` and ``cronqueue_schedules`` all read these
-functions, so they cannot disagree.
+cancel requests, the pauses of queues and job names), and workflows (``workflows``: a
+batch's members per status, the jobs a job waits for and those waiting for it). The
+admin (its job list, schedule list, batch pages and dashboard), ``cronqueue_status`` and
+``cronqueue_schedules`` all read these functions, so they cannot disagree.
 
 Every function here reads; none changes a row. Each is one query (or a fixed handful),
 whatever the number of rows. A ``now`` is always passed in, never read here, so callers
@@ -78,12 +79,27 @@ from .cron_schedules import (
     soonest_dynamic,
     with_last_occurrence,
 )
+from .workflows import (
+    LINKS_SHOWN,
+    BatchState,
+    CallbackOf,
+    JobRef,
+    Linked,
+    WorkflowLinks,
+    batch_progress,
+    batch_state,
+    downstream_jobs,
+    upstream_jobs,
+    with_workflow_links,
+    workflow_links,
+)
 
 __all__ = [
     "COUNT_CAP",
     "DEFAULT_SCHEDULE_GRACE",
     "ESTIMATE_ABOVE",
     "HOURS",
+    "LINKS_SHOWN",
     "LIVE_WORKER_LEASES",
     "MAX_CHOICES",
     "RUNNING_SHOWN",
@@ -91,8 +107,12 @@ __all__ = [
     "STATUSES_SHOWN",
     "UTC",
     "ZERO",
+    "BatchState",
+    "CallbackOf",
     "HourOutcomes",
     "HourlyOutcomes",
+    "JobRef",
+    "Linked",
     "LiveWorker",
     "NameOutcomes",
     "OldestPending",
@@ -108,6 +128,9 @@ __all__ = [
     "ScheduleStatus",
     "ScheduleStatuses",
     "WorkerStatus",
+    "WorkflowLinks",
+    "batch_progress",
+    "batch_state",
     "capped_count",
     "capped_status_counts",
     "counts_per_status_and_name",
@@ -119,6 +142,7 @@ __all__ = [
     "describe_schedule",
     "describe_schedules",
     "distinct_values",
+    "downstream_jobs",
     "estimated_count",
     "failed_since",
     "held_by_pause",
@@ -143,8 +167,11 @@ __all__ = [
     "schedules",
     "soonest_dynamic",
     "status_counts",
+    "upstream_jobs",
     "with_last_occurrence",
+    "with_workflow_links",
     "workers",
+    "workflow_links",
 ]
 
 

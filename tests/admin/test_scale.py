@@ -53,7 +53,17 @@ def queries_for(client, url):
 
 @pytest.mark.parametrize(
     "params",
-    ["", "?status=failed", "?failed=24h", "?name=testapp.record", "?queue=emails", "?q=failure"],
+    [
+        "",
+        "?status=failed",
+        "?failed=24h",
+        "?name=testapp.record",
+        "?queue=emails",
+        "?q=failure",
+        "?blocked=yes",
+        "?blocked=no",
+        "?batch__id__exact=1",
+    ],
 )
 def test_job_list_query_count_is_constant(admin_client, params):
     mixed_jobs(10)
