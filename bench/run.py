@@ -106,6 +106,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--flow-jobs", type=int, default=20000,
                         help="due jobs of the flow-control drain, 90%% over their limit "
                         "(django-cronqueue only; 0: skip it)")  # fmt: skip
+    parser.add_argument("--group-jobs", type=int, default=10000,
+                        help="members of the workflow drain: a jobs.group of no-op jobs with "
+                        "a then callback (django-cronqueue only; 0: skip it)")  # fmt: skip
     parser.add_argument("--quiet-wait", type=float, default=10.0, metavar="S",
                         help="before each measurement, wait up to S seconds for the machine "
                         "to be under 30%% busy (0: don't)")  # fmt: skip
@@ -157,7 +160,7 @@ def main() -> int:
         bulk_jobs=args.bulk_jobs, drain_jobs=args.drain_jobs,
         drain_seconds=args.drain_seconds, latency_jobs=args.latency_jobs,
         idle_seconds=args.idle_seconds, ceiling_seconds=args.ceiling_seconds,
-        quiet_wait=args.quiet_wait, flow_jobs=args.flow_jobs,
+        quiet_wait=args.quiet_wait, flow_jobs=args.flow_jobs, group_jobs=args.group_jobs,
     )  # fmt: skip
     ctx = measure.Context(options, workdir)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: workers get stopped
@@ -273,6 +276,8 @@ def one_round(ctx, systems, ceiling: bool, run: int, runs: int) -> dict:
         )
         if system.distribution == "django-cronqueue" and ctx.options.flow_jobs:
             attempt(system.key, "flow", measure.measure_flow, ctx, system)
+        if system.distribution == "django-cronqueue" and ctx.options.group_jobs:
+            attempt(system.key, "group", measure.measure_group, ctx, system)
     if ceiling:
         attempt("ceiling", "pgbench", measure.measure_ceiling, ctx)
     return results

@@ -7,12 +7,14 @@ object on its last line of stdout. A driver module provides:
 - ``enqueue_bulk(n)`` (optional): the system's bulk API, n jobs;
 - ``enqueue_one_dedupe(i)`` (optional): one job with the system's dedupe/lock key;
 - ``fill(n)``: queue n no-op jobs as fast as possible (set-up for the drain);
+- ``fill_group(n)`` (optional): queue a group of n no-op members with a then callback;
 - ``fill_flow(n)`` (optional): queue n due jobs of which 90% are over their flow limit,
   returning ``{"runnable": ..., "over": ...}`` (set-up for the flow-control drain);
 - ``enqueue_record(i)``: enqueue one ``record_start`` job (pickup latency).
 
 Actions: ``migrate``; ``enqueue --single N --transaction N --bulk N --dedupe N``
-(jobs/s of each mode); ``fill N``; ``fill-flow N``; ``latency --jobs N --interval S --file F``.
+(jobs/s of each mode); ``fill N``; ``fill-flow N``; ``fill-group N``;
+``latency --jobs N --interval S --file F``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def main(module: ModuleType) -> None:
     fill.add_argument("n", type=int)
     fill_flow = sub.add_parser("fill-flow")
     fill_flow.add_argument("n", type=int)
+    fill_group = sub.add_parser("fill-group")
+    fill_group.add_argument("n", type=int)
     latency = sub.add_parser("latency")
     latency.add_argument("--jobs", type=int, default=200)
     latency.add_argument("--interval", type=float, default=0.05)
@@ -72,6 +76,10 @@ def main(module: ModuleType) -> None:
     elif args.action == "fill-flow":
         started = time.perf_counter()
         result = {**module.fill_flow(args.n), "seconds": time.perf_counter() - started}
+    elif args.action == "fill-group":
+        started = time.perf_counter()
+        module.fill_group(args.n)
+        result = {"n": args.n, "seconds": time.perf_counter() - started}
     else:
         result = measure_latency(module, args)
     sys.stdout.write("\n" + json.dumps(result) + "\n")

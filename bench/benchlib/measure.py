@@ -17,6 +17,9 @@
   that counts the statements it sends (``benchlib/statements.py``); then the same number
   of runnable jobs as plain no-op jobs, counted the same way. Figures: jobs/s of the
   runnable ones, and statements, transactions and round trips per executed job.
+- group (django-cronqueue only): a ``jobs.group`` of ``group_jobs`` no-op members with a
+  ``then`` callback, drained (callback included) by one counted default worker; then a
+  plain drain of as many jobs: the extra statements and round trips per member.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class Options:
     ceiling_seconds: int = 5
     quiet_wait: float = 10.0
     flow_jobs: int = 20000
+    group_jobs: int = 10000
 
 
 def wait_for_quiet(max_seconds: float) -> float:
@@ -284,6 +288,7 @@ def measure_flow(ctx: Context, system: System) -> dict[str, Any]:
         return int(filled["runnable"])
 
     flow = _counted_drain(ctx, system, "flow", fill_flow, FLOW_ENV)
+    del flow["checked"]
     over_claimed = flow.pop("over_claimed")
     if over_claimed:
         raise RuntimeError(f"{over_claimed} job(s) over their limit were claimed")
@@ -294,7 +299,7 @@ def measure_flow(ctx: Context, system: System) -> dict[str, Any]:
         return runnable
 
     plain = _counted_drain(ctx, system, "plain", fill_plain, {})
-    del plain["over_claimed"]
+    del plain["over_claimed"], plain["checked"]
     return {
         **{f"flow_{key}": value for key, value in flow.items()},
         **{f"plain_counted_{key}": value for key, value in plain.items()},
@@ -303,10 +308,63 @@ def measure_flow(ctx: Context, system: System) -> dict[str, Any]:
     }
 
 
+def measure_group(ctx: Context, system: System) -> dict[str, Any]:
+    """The workflow drain: a ``jobs.group`` of ``group_jobs`` no-op members with a
+    ``then`` callback (the drain ends when the callback has run, once: it is one row),
+    then a plain drain of as many jobs, both counted: the extra statements per member."""
+    n = ctx.options.group_jobs
+
+    def fill_group() -> int:
+        ctx.driver(system, "fill-group", str(n))
+        return n + 1  # the members and the callback
+
+    group = _counted_drain(
+        ctx, system, "group", fill_group, {}, to_the_end=True, check_sql=CALLBACK_RAN_SQL
+    )
+    del group["over_claimed"]
+    if group.pop("checked") != 1:
+        raise RuntimeError("the group's then callback did not run, once, after its batch")
+
+    def fill_plain() -> int:
+        ctx.driver(system, "fill", str(n + 1))
+        return n + 1
+
+    plain = _counted_drain(ctx, system, "plain", fill_plain, {})
+    del plain["over_claimed"], plain["checked"]
+    return {
+        **{f"group_{key}": value for key, value in group.items()},
+        **{f"group_plain_{key}": value for key, value in plain.items()},
+        "group_extra_statements_per_member": (
+            group["statements_per_job"] - plain["statements_per_job"]
+        ),
+        "group_extra_round_trips_per_member": (
+            group["round_trips_per_job"] - plain["round_trips_per_job"]
+        ),
+    }
+
+
+# The group drain's check: its then callback (the one no-op with n = -1) succeeded, and
+# its batch finished with every member counted.
+CALLBACK_RAN_SQL = (
+    "SELECT COUNT(*) FROM django_cronqueue_job j JOIN django_cronqueue_batch b "
+    "ON b.then_job_id = j.id WHERE j.status = 'succeeded' AND b.finished_at IS NOT NULL "
+    "AND b.succeeded = b.size"
+)
+
+
 def _counted_drain(
-    ctx: Context, system: System, tag: str, fill: Any, env: dict[str, str]
+    ctx: Context,
+    system: System,
+    tag: str,
+    fill: Any,
+    env: dict[str, str],
+    *,
+    to_the_end: bool = False,
+    check_sql: str | None = None,
 ) -> dict[str, Any]:
-    """Fill, drain with one default worker counting its statements, stop, and divide."""
+    """Fill, drain with one default worker counting its statements, stop, and divide.
+    ``to_the_end``: wait for every job, not only ``drain_seconds``; ``check_sql``: a
+    count read before the tables are emptied (returned as ``checked``)."""
     default = next(d for d in system.drains if d.role == "default")
     counts_dir = ctx.workdir / "statements" / f"{system.key}-{tag}-{time.time_ns()}"
     db = Database(system.vendor, system.database)
@@ -324,7 +382,7 @@ def _counted_drain(
                 if done > 0:
                     samples.append((now, done))
                 if done >= runnable or (
-                    samples and now - samples[0][0] >= ctx.options.drain_seconds
+                    not to_the_end and samples and now - samples[0][0] >= ctx.options.drain_seconds
                 ):
                     break
                 if not samples and now - began > STARTUP_TIMEOUT:
@@ -335,6 +393,7 @@ def _counted_drain(
             raise RuntimeError(f"{counts['processes']} worker(s) wrote their counts")
         finished, span = db.row(system.window_sql or "")
         over_claimed = db.scalar(OVER_CLAIMED_SQL) if tag == "flow" else 0
+        checked = int(db.scalar(check_sql)) if check_sql else None
         db.reset(system.tables)
     finally:
         db.close()
@@ -353,4 +412,5 @@ def _counted_drain(
         "round_trips_per_job": round_trips / finished,
         "statements": counts["statements"],
         "over_claimed": over_claimed,
+        "checked": checked,
     }

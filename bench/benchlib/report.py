@@ -36,6 +36,11 @@ ROWS = [
     ("plain_counted_rate", "plain drain of as many jobs, counted: jobs/s", "rate"),
     ("plain_counted_statements_per_job", "  SQL statements per executed job", "per"),
     ("plain_counted_round_trips_per_job", "  round trips per executed job (+ BEGIN/COMMIT)", "per"),
+    ("group_rate", "group drain (jobs.group of no-op members, then a callback): jobs/s", "rate"),
+    ("group_statements_per_job", "  SQL statements per executed job", "per"),
+    ("group_plain_statements_per_job", "  the same, a plain drain of as many jobs", "per"),
+    ("group_extra_statements_per_member", "  extra SQL statements per member", "per"),
+    ("group_extra_round_trips_per_member", "  extra round trips per member", "per"),
 ]
 
 

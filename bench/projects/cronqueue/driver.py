@@ -117,6 +117,14 @@ def fill_flow(n: int) -> dict:
     return {"runnable": runnable, "over": over, "tenants": tenants}
 
 
+def fill_group(n: int) -> None:
+    """A group of n no-op members and a then callback, written in one transaction."""
+    from django_cronqueue import jobs
+    from projects.cronqueue.benchjobs.jobs import noop
+
+    jobs.group([noop.s(n=i) for i in range(n)]).then(noop.s(n=-1)).enqueue()
+
+
 def enqueue_record(i: int) -> None:
     from projects.cronqueue.benchjobs.jobs import record
 
