@@ -39,7 +39,8 @@ def setup_django() -> None:
 def documented_callables() -> dict[str, Callable[..., Any]]:
     from django_cronqueue import cron, health, jobs, testing
     from django_cronqueue.decorators import EnqueueOptions, JobHandle
-    from django_cronqueue.models import CronSchedule, Job
+    from django_cronqueue.models import Batch, CronSchedule, Job
+    from django_cronqueue.workflows import Chain, Group
 
     found: dict[str, Callable[..., Any]] = {}
     from django_cronqueue.context import JobContext
@@ -55,11 +56,16 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
         "cancel",
         "pause",
         "resume",
+        "chain",
+        "group",
     ):
         found[f"jobs.{name}"] = getattr(jobs, name)
     for cls, names in (
-        (JobHandle, ("enqueue", "using")),
-        (EnqueueOptions, ("enqueue", "enqueue_many")),
+        (JobHandle, ("enqueue", "using", "s")),
+        (EnqueueOptions, ("enqueue", "enqueue_many", "s")),
+        (Chain, ("enqueue",)),
+        (Group, ("then", "finally_", "enqueue")),
+        (Batch, ("results",)),
         (Job, ("retry", "cancel", "run_now")),
         (JobContext, ("check_cancelled", "set_progress")),
         (CronSchedule, ("run_now", "backfill", "pause", "resume", "edit", "delete")),
