@@ -1,18 +1,18 @@
 """Housekeeping that a tick does besides running jobs: returning expired leases (the
 transition itself is ``lifecycle.lose_lease``), pruning finished rows past their
-retention and the flow-control log past its windows, and forgetting workers that died
-without unregistering."""
+retention, the batches none of whose jobs are left, and the flow-control log past its
+windows, and forgetting workers that died without unregistering."""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
 
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from .conf import database_alias, get_settings, max_clock_skew
 from .lifecycle import lose_lease
-from .models import FlowLock, Job, JobStart, JobStatus, Worker
+from .models import Batch, FlowLock, Job, JobStart, JobStatus, Worker
 from .registry import registry
 
 EXPIRED_BATCH = 500
@@ -82,9 +82,23 @@ def prune(now: dt.datetime) -> int:
         deleted += _delete_in_batches(
             [JobStatus.FAILED, JobStatus.CANCELLED], cutoff, settings.PRUNE_BATCH_SIZE
         )
+    prune_batches()
     prune_flow(now)
     prune_dead_workers(now)
     return deleted
+
+
+def prune_batches() -> int:
+    """Delete the finished batches whose members and callbacks have all been pruned
+    (their rows go with the jobs' retention; a batch would otherwise outlive them)."""
+    jobs_left = Job.objects.filter(batch_id=OuterRef("pk"))
+    gone = Batch.objects.using(database_alias()).filter(
+        ~Exists(jobs_left),
+        finished_at__isnull=False,
+        then_job__isnull=True,
+        finally_job__isnull=True,
+    )
+    return _delete_batches(gone, get_settings().PRUNE_BATCH_SIZE)
 
 
 def prune_flow(now: dt.datetime) -> int:

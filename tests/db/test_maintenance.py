@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from django_cronqueue import jobs, maintenance
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.models import Job, Worker
+from django_cronqueue.models import Batch, Job, Worker
 from tests.factories import JobFactory, WorkerFactory
 from tests.testapp import jobs as test_jobs
 
@@ -192,3 +192,23 @@ def test_pruning_forgets_workers_not_seen_for_a_day():
     maintenance.prune(now)
     assert list(Worker.objects.values_list("id", flat=True)) == [quiet.id]
     assert not Worker.objects.filter(id=dead.id).exists()
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": None})
+def test_a_finished_batch_is_pruned_with_the_last_of_its_jobs():
+    """A batch outlives none of its jobs: it goes once its members and its callback were
+    pruned, and stays while any of them (a failed member, kept forever) is left, or while
+    it is not finished."""
+    done = (
+        jobs.group([test_jobs.record.s(key="a"), test_jobs.record.s(key="b")])
+        .then(test_jobs.record.s(key="then"))
+        .enqueue()
+    )
+    kept = jobs.group([test_jobs.fails_now.s(key="x"), test_jobs.record.s(key="c")]).enqueue()
+    while jobs.tick().claimed:
+        pass
+    unfinished = jobs.group([test_jobs.record.s(key="d")]).enqueue()
+    maintenance.prune(timezone.now() + dt.timedelta(hours=1))
+    assert set(Batch.objects.values_list("pk", flat=True)) == {kept.pk, unfinished.pk}
+    assert not Batch.objects.filter(pk=done.pk).exists()
+    assert list(Job.objects.filter(batch=kept).values_list("status", flat=True)) == ["failed"]
