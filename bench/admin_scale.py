@@ -122,7 +122,7 @@ def fill(rows: int, refill: bool) -> None:
         return
     start = time.perf_counter()
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE django_cronqueue_job RESTART IDENTITY")
+        cursor.execute("TRUNCATE django_cronqueue_job RESTART IDENTITY CASCADE")
         sql = (
             FILL_SQL.replace("%(names)s", str(NAMES))
             .replace("%(queues)s", ", ".join(f"'{q}'" for q in QUEUES))

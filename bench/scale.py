@@ -197,7 +197,7 @@ def measure_history(options: argparse.Namespace) -> dict[str, Any]:
     insert_finished(options.history, dt.timedelta(hours=1))  # within the 1-day retention
     full = [drain_rate(options.drain_jobs) for _ in range(options.runs)]
     print(f"  {[round(rate) for rate in full]} jobs/s", flush=True)
-    sql(f"TRUNCATE {TABLE}")
+    sql(f"TRUNCATE {TABLE} CASCADE")
     return {
         "finished_rows": options.history,
         "empty_runs": empty,
@@ -250,7 +250,7 @@ def measure_pruning(options: argparse.Namespace) -> dict[str, Any]:
     runs = []
     for run in range(options.runs):
         print(f"pruning: run {run + 1}, {options.prune:,} rows past their retention", flush=True)
-        sql(f"TRUNCATE {TABLE}")
+        sql(f"TRUNCATE {TABLE} CASCADE")
         insert_finished(options.prune, dt.timedelta(days=2))
         fill(5_000)
         child = subprocess.Popen(
@@ -277,7 +277,7 @@ def measure_pruning(options: argparse.Namespace) -> dict[str, Any]:
         print(f"  {runs[-1]}", flush=True)
         if pruned["deleted"] != options.prune:
             raise SystemExit(f"the prune deleted {pruned['deleted']} of {options.prune} rows")
-    sql(f"TRUNCATE {TABLE}")
+    sql(f"TRUNCATE {TABLE} CASCADE")
     return {"runs": runs, **{key: median_of(runs, key) for key in runs[0]}}
 
 
@@ -303,7 +303,7 @@ def tick_times(count: int) -> list[float]:
 def measure_schedules(options: argparse.Namespace) -> dict[str, Any]:
     from django_cronqueue import jobs
 
-    sql(f"TRUNCATE {TABLE}")
+    sql(f"TRUNCATE {TABLE} CASCADE")
     print(f"schedules: {options.ticks} ticks with none", flush=True)
     none = [statistics.median(tick_times(options.ticks)) for _ in range(options.runs)]
 
@@ -336,7 +336,7 @@ def create_dynamic_schedules(count: int) -> None:
     each), all yearly: never due while measured."""
     from django_cronqueue.models import CronSchedule
 
-    sql(f"TRUNCATE {TABLE}, {SCHEDULE_TABLE}")
+    sql(f"TRUNCATE {TABLE}, {SCHEDULE_TABLE} CASCADE")
     CronSchedule.objects.create_dynamic(
         name="scale.dynamic-0", job=NOOP, payload={"n": 0}, expression=YEARLY, tz="Europe/Paris"
     )
