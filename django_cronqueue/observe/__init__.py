@@ -27,7 +27,7 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from ..conf import database_alias, get_settings
+from ..conf import database_alias
 from ..models import Job, JobStatus, Worker
 from ..registry import registry
 from .base import (
@@ -42,6 +42,7 @@ from .base import (
     cron_definitions,
     cron_spec,
     jobs,
+    live_window,
     schedules,
 )
 from .control import (
@@ -326,7 +327,9 @@ class OldestPending:
 
 
 def _due(now: dt.datetime) -> QuerySet[Job]:
-    return jobs().filter(status=JobStatus.PENDING, run_at__lte=now)
+    """Pending jobs a worker may run now: a workflow's blocked jobs wait for their
+    upstream jobs, not for a worker, however old their run_at."""
+    return jobs().filter(status=JobStatus.PENDING, blocked=False, run_at__lte=now)
 
 
 def oldest_pending(now: dt.datetime, *, skip_paused: bool = False) -> OldestPending | None:
@@ -359,13 +362,14 @@ class QueueDepth:
 
 
 def queue_depths(now: dt.datetime) -> list[QueueDepth]:
-    """Pending (due now / later) and running rows per queue: one GROUP BY query."""
+    """Pending (due now / later: blocked ones wait) and running rows per queue: one
+    GROUP BY query."""
     rows = (
         jobs()
         .filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING])
         .order_by()
         .values_list("queue", "status")
-        .annotate(n=Count("pk"), due=Count("pk", filter=Q(run_at__lte=now)))
+        .annotate(n=Count("pk"), due=Count("pk", filter=Q(run_at__lte=now, blocked=False)))
     )
     depths: dict[str, QueueDepth] = {}
     for queue, status, n, due in rows:
@@ -379,11 +383,6 @@ def queue_depths(now: dt.datetime) -> list[QueueDepth]:
 
 
 # --- workers ------------------------------------------------------------------------
-
-
-def live_window(lease: float | None = None) -> float:
-    """Seconds within which a live worker has sent a heartbeat."""
-    return LIVE_WORKER_LEASES * (float(get_settings().LEASE) if lease is None else lease)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import datetime as dt
 
 from django.db.models import QuerySet
 
-from ..conf import database_alias
+from ..conf import database_alias, get_settings
 from ..cronspec import CronSpec
 from ..models import CronSchedule, Job
 from ..registry import JobDefinition, registry
@@ -46,3 +46,8 @@ def cron_spec(definition: JobDefinition) -> CronSpec:
     """The CronSpec of a definition from ``cron_definitions()``."""
     assert definition.cron is not None, f"{definition.name} is not a cron schedule"
     return definition.cron
+
+
+def live_window(lease: float | None = None) -> float:
+    """Seconds within which a live worker has sent a heartbeat."""
+    return LIVE_WORKER_LEASES * (float(get_settings().LEASE) if lease is None else lease)

@@ -58,10 +58,11 @@ def test_queue_depth_and_oldest_pending():
     oldest = JobFactory(queue="emails", run_at=now - dt.timedelta(minutes=42))
     JobFactory(queue="emails", run_at=now - dt.timedelta(minutes=1))
     JobFactory(queue="emails", run_at=now + dt.timedelta(hours=1))
+    JobFactory(queue="emails", blocked=True, run_at=now - dt.timedelta(hours=5))  # waits
     JobFactory(queue="default", status=JobStatus.RUNNING)
     JobFactory(queue="default", status=JobStatus.SUCCEEDED)
     depths = {depth.queue: depth for depth in observe.queue_depths(now)}
-    assert (depths["emails"].due, depths["emails"].later, depths["emails"].running) == (2, 1, 0)
+    assert (depths["emails"].due, depths["emails"].later, depths["emails"].running) == (2, 2, 0)
     assert (depths["default"].due, depths["default"].running) == (0, 1)
     found = observe.oldest_pending(now)
     assert found.id == oldest.pk

@@ -84,6 +84,8 @@ def test_oldest_pending_is_the_due_one_waiting_longest():
     )
     JobFactory(status="pending", run_at=NOW + dt.timedelta(hours=1))  # not due: not late
     JobFactory(status="failed", run_at=NOW - dt.timedelta(days=1))  # not pending
+    # a workflow's job waiting for its upstream job: not waiting for a worker
+    JobFactory(status="pending", blocked=True, run_at=NOW - dt.timedelta(days=1))
 
     report = health.collect(NOW)
 
