@@ -31,6 +31,7 @@ class Runjobs:
         settings: dict | None = None,
         env: dict[str, str] | None = None,
         command: str = "runjobs",
+        module: str = "django",
     ) -> subprocess.Popen:
         full_env = {
             **os.environ,
@@ -44,7 +45,7 @@ class Runjobs:
         index = len(self.processes)
         log = open(self.tmp_path / f"runjobs-{index}.log", "w")  # noqa: SIM115
         process = subprocess.Popen(
-            [sys.executable, "-m", "django", command, *args],
+            [sys.executable, "-m", module, command, *args],
             env=full_env,
             cwd=ROOT,
             stdout=log,

@@ -5,9 +5,13 @@ import logging
 import math
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+if TYPE_CHECKING:
+    from django_cronqueue.metrics.worker_metrics import WorkerMetrics
 
 MAX_SECONDS = 86_400.0  # a day: longer waits overflow the thread waits they become
 
@@ -23,6 +27,16 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give a number of seconds > 0 and at most {MAX_SECONDS:g} (a day)"
         )
+    return value
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a port from 0 to 65535")
     return value
 
 
@@ -73,11 +87,40 @@ class Command(BaseCommand):
             "Default: CRONQUEUE['SHUTDOWN_TIMEOUT'].",
         )
 
+        parser.add_argument(
+            "--metrics-port",
+            type=port_number,
+            metavar="PORT",
+            help="Serve this worker's Prometheus metrics on PORT (0: any free port, logged). "
+            "Needs django-cronqueue[prometheus].",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            default="0.0.0.0",
+            metavar="ADDR",
+            help="The address the metrics are served on. Default: 0.0.0.0 (every interface).",
+        )
+
     from_command_line = False
 
     def run_from_argv(self, argv: list[str]) -> None:
         self.from_command_line = True
         super().run_from_argv(argv)
+
+    def serve_metrics(self, port: int | None, addr: str) -> WorkerMetrics | None:
+        if port is None:
+            return None
+        from django_cronqueue.metrics import worker_metrics
+
+        try:
+            return worker_metrics.serve(port, addr)
+        except ImproperlyConfigured as exc:
+            raise CommandError(f"--metrics-port: {exc}") from None
+        except OSError as exc:
+            raise CommandError(
+                f"--metrics-port {port}: cannot serve on {addr}:{port} ({exc.strerror or exc}); "
+                "choose another port, or stop what holds it."
+            ) from None
 
     def handle(self, *args: Any, **options: Any) -> None:
         from django_cronqueue.worker import Worker
@@ -94,7 +137,12 @@ class Command(BaseCommand):
             scheduler=not options["no_scheduler"],
             mode="once" if options["once"] else "burst" if options["burst"] else "forever",
         )
-        exit_code = worker.run()
+        metrics = self.serve_metrics(options["metrics_port"], options["metrics_addr"])
+        try:
+            exit_code = worker.run()
+        finally:
+            if metrics is not None:
+                metrics.close()
         if worker.unfinished and self.from_command_line:
             # Handlers still running (past the shutdown timeout, or past their own timeout)
             # would keep the process alive (an async handler's event loop runs in a

@@ -1,0 +1,99 @@
+"""The queue's state as gauges (what ``django_cronqueue.metrics.MetricsView`` exposes):
+jobs per status, name and queue, the age of the oldest due pending job per queue, how
+late the cron schedules are, the live workers and the pauses in force.
+
+A fixed number of queries whatever the size of the table (``bench/admin_scale.py``
+times them on 1,000,000 rows): the rows per status, name and queue are counted by one
+``GROUP BY`` over the ``(status, name, queue)`` index; the other facts read index ranges
+of pending rows, schedules, workers and pauses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Min
+
+from ..models import CronScheduleSource, JobStatus, Worker
+from .base import DEFAULT_SCHEDULE_GRACE, jobs, live_window
+from .control import pauses
+from .cron_schedules import ScheduleStatus, schedule_statuses
+
+__all__ = ["QueueGauges", "job_counts", "oldest_due_age", "queue_gauges"]
+
+
+@dataclass
+class QueueGauges:
+    """The gauges of ``queue_gauges``, as of ``now``."""
+
+    now: dt.datetime
+    #: (status, name, queue) -> rows; only the combinations that have rows
+    jobs: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    #: queue -> seconds the oldest due, unblocked pending job of the queue has waited
+    oldest_due_age: dict[str, float] = field(default_factory=dict)
+    #: code schedule name -> seconds its next occurrence is late (0 when on time)
+    code_schedule_lag: dict[str, float] = field(default_factory=dict)
+    #: seconds the latest active dynamic schedule is late (0 when none is)
+    dynamic_schedule_lag: float = 0.0
+    #: source ("code", "dynamic") -> schedules later than the grace
+    overdue_schedules: dict[str, int] = field(default_factory=dict)
+    live_workers: int = 0
+    paused_queues: list[str] = field(default_factory=list)
+    paused_names: list[str] = field(default_factory=list)
+
+
+def queue_gauges(now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE) -> QueueGauges:
+    """Read the gauges as of ``now``: a fixed handful of queries."""
+    gauges = QueueGauges(
+        now=now,
+        jobs=job_counts(),
+        oldest_due_age=oldest_due_age(now),
+        live_workers=live_worker_count(now),
+    )
+    _read_schedule_lag(gauges, now, grace)
+    in_force = [pause for pause in pauses(now) if pause.in_force]
+    gauges.paused_queues = sorted(pause.queue for pause in in_force if pause.queue)
+    gauges.paused_names = sorted(pause.name for pause in in_force if not pause.queue)
+    return gauges
+
+
+def job_counts() -> dict[tuple[str, str, str], int]:
+    """Rows per (status, name, queue): one GROUP BY over the (status, name, queue) index."""
+    rows = jobs().order_by().values_list("status", "name", "queue").annotate(n=Count("*"))
+    return {(status, name, queue): n for status, name, queue, n in rows}
+
+
+def oldest_due_age(now: dt.datetime) -> dict[str, float]:
+    """Per queue, the seconds its oldest due pending job has waited. A workflow's blocked
+    jobs wait for their upstream jobs, not for a worker: they are left out."""
+    due = jobs().filter(status=JobStatus.PENDING, blocked=False, run_at__lte=now)
+    rows = due.order_by().values_list("queue").annotate(oldest=Min("run_at"))
+    return {queue: max((now - oldest).total_seconds(), 0.0) for queue, oldest in rows}
+
+
+def live_worker_count(now: dt.datetime) -> int:
+    seen_since = now - dt.timedelta(seconds=live_window())
+    return Worker.objects.using(jobs().db).filter(last_seen__gte=seen_since).count()
+
+
+def _lag(status: ScheduleStatus, now: dt.datetime) -> float:
+    if not status.active or status.paused or status.next_run is None:
+        return 0.0
+    return max((now - status.next_run).total_seconds(), 0.0)
+
+
+def _read_schedule_lag(gauges: QueueGauges, now: dt.datetime, grace: float) -> None:
+    """The lag of every code schedule (named in the code: few) and of the latest dynamic
+    one (there may be 100,000 of them: one figure, and how many are overdue), as
+    ``cronqueue_status`` sees them."""
+    statuses = schedule_statuses(now, grace)
+    code = [s for s in statuses.listed if s.source == CronScheduleSource.CODE]
+    dynamic = [s for s in statuses.listed if s.source == CronScheduleSource.DYNAMIC]
+    gauges.code_schedule_lag = {status.name: _lag(status, now) for status in code}
+    gauges.dynamic_schedule_lag = max((_lag(status, now) for status in dynamic), default=0.0)
+    code_overdue = sum(status.overdue for status in code)
+    gauges.overdue_schedules = {
+        CronScheduleSource.CODE.value: code_overdue,
+        CronScheduleSource.DYNAMIC.value: statuses.overdue - code_overdue,
+    }
