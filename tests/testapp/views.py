@@ -1,0 +1,14 @@
+"""Views of the test app: a request that enqueues a job."""
+
+from django.http import HttpRequest, JsonResponse
+from opentelemetry import trace
+
+from tests.testapp import jobs
+
+
+def place_order(request: HttpRequest) -> JsonResponse:
+    """Enqueues ``record``, inside a SERVER span as an instrumented Django site has."""
+    tracer = trace.get_tracer("tests.testapp")
+    with tracer.start_as_current_span("GET /order", kind=trace.SpanKind.SERVER):
+        job = jobs.record.enqueue(key=request.GET.get("key", "order"))
+    return JsonResponse({"job": job.pk})
