@@ -30,6 +30,7 @@ from .eager import run_eagerly, run_many_eagerly
 from .models import Job, JobStatus
 from .notify import NOTIFY_CHANNEL, due_soon, wake_workers
 from .registry import JobDefinition, registry
+from .tracing import producer_span
 
 DEDUPE_ATTEMPTS = 5
 BULK_BATCH_SIZE = 1000
@@ -66,20 +67,26 @@ def enqueue(
         priority=priority,
         queue=queue,
     )
-    using = database_alias()
-    if span is not None:
-        row.window_dedupe_key = dedupe_key
-        row.dedupe_until = now + span
-        saved = _insert_within_span(row, using, now)
-    elif connections[using].vendor in ONE_STATEMENT_VENDORS:
-        saved = _insert_one_statement(row, using, wake=due_soon(row.run_at, now))
-    elif dedupe_key is None:
-        saved = _insert(row, using)
-    else:
-        saved = _insert_deduplicated(row, using)
+    with producer_span(definition.name, row.queue) as producer:
+        row.traceparent = producer.traceparent
+        saved = _save_new(row, database_alias(), now, span)
+        producer.set_message_ids([saved.pk])
     if saved is row and get_settings().EAGER:  # tests: run it now (django_cronqueue.eager)
         return run_eagerly(saved)
     return saved
+
+
+def _save_new(row: Job, using: str, now: dt.datetime, span: dt.timedelta | None) -> Job:
+    """Insert ``row``; with a dedupe key, the job holding that key instead, if any."""
+    if span is not None:
+        row.window_dedupe_key = row.dedupe_key
+        row.dedupe_until = now + span
+        return _insert_within_span(row, using, now)
+    if connections[using].vendor in ONE_STATEMENT_VENDORS:
+        return _insert_one_statement(row, using, wake=due_soon(row.run_at, now))
+    if row.dedupe_key is None:
+        return _insert(row, using)
+    return _insert_deduplicated(row, using)
 
 
 def enqueue_many(
@@ -105,7 +112,10 @@ def enqueue_many(
         return []
     keys = [limit_key(definition, payload) for payload in checked]
     using = database_alias()
-    with transaction.atomic(using=using):
+    with (
+        producer_span(definition.name, queue, count=len(checked)) as producer,
+        transaction.atomic(using=using),
+    ):
         if connections[using].vendor == "postgresql":
             created = _bulk_insert_postgresql(
                 using,
@@ -116,6 +126,7 @@ def enqueue_many(
                 priority=priority,
                 run_at=when,
                 now=now,
+                traceparent=producer.traceparent,
             )
         else:
             rows = [
@@ -128,11 +139,13 @@ def enqueue_many(
                     run_at=when,
                     limit_key=key,
                     created_at=now,
+                    traceparent=producer.traceparent,
                 )
                 for payload, key in zip(checked, keys, strict=True)
             ]
             created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
         wake_workers(using, [when], now)
+        producer.set_message_ids(row.pk for row in created)
     if get_settings().EAGER:  # tests: run them now (django_cronqueue.eager)
         return run_many_eagerly(created, now)
     return created
@@ -140,8 +153,9 @@ def enqueue_many(
 
 _BULK_INSERT = (
     f"INSERT INTO {Job._meta.db_table} (name, payload, status, queue, priority, attempts, "
-    "max_attempts, run_at, worker_id, last_error, traceback, limit_key, created_at) "
-    "SELECT %s, t.p, %s, %s, %s, 0, %s, %s, '', '', '', {key}, %s FROM {source} "
+    "max_attempts, run_at, worker_id, last_error, traceback, limit_key, created_at, "
+    "traceparent) "
+    "SELECT %s, t.p, %s, %s, %s, 0, %s, %s, '', '', '', {key}, %s, %s FROM {source} "
     "ORDER BY t.n RETURNING id"
 )
 # enqueue_many on PostgreSQL: the payloads as one JSON array; for a job with limit_by,
@@ -166,6 +180,7 @@ def _bulk_insert_postgresql(
     priority: int,
     run_at: dt.datetime,
     now: dt.datetime,
+    traceparent: str,
 ) -> list[Job]:
     """One ``INSERT ... SELECT FROM jsonb_array_elements(payloads)`` per batch: only the
     payloads (and, for a job with ``limit_by``, their limit keys) vary, so they travel as
@@ -186,6 +201,7 @@ def _bulk_insert_postgresql(
                 definition.max_attempts,
                 run_at,
                 now,
+                traceparent,
                 json.dumps(batch, ensure_ascii=False),
             ]
             cursor.execute(sql, [*params, batch_keys] if keyed else params)
@@ -196,7 +212,16 @@ def _bulk_insert_postgresql(
                     using,
                     fields,
                     _pending_row(
-                        fields, job_id, definition, payload, key, queue, priority, run_at, now
+                        fields,
+                        job_id,
+                        definition,
+                        payload,
+                        key,
+                        queue,
+                        priority,
+                        run_at,
+                        now,
+                        traceparent,
                     ),
                 )
                 for job_id, payload, key in zip(ids, batch, batch_keys, strict=True)
@@ -294,6 +319,7 @@ def _pending_row(
     priority: int,
     run_at: dt.datetime,
     now: dt.datetime,
+    traceparent: str,
 ) -> list[Any]:
     values = {
         "id": job_id,
@@ -310,6 +336,7 @@ def _pending_row(
         "traceback": "",
         "limit_key": key,
         "created_at": now,
+        "traceparent": traceparent,
     }
     return [values.get(field) for field in fields]
 
@@ -383,7 +410,8 @@ ONE_STATEMENT_VENDORS = ("postgresql", "sqlite")
 # The columns a new row sets; the others (lease, result, start and finish) start NULL.
 INSERT_COLUMNS = (
     "name, payload, status, queue, priority, attempts, max_attempts, run_at, scheduled_for, "
-    "dedupe_key, active_dedupe_key, worker_id, last_error, traceback, limit_key, created_at"
+    "dedupe_key, active_dedupe_key, worker_id, last_error, traceback, limit_key, created_at, "
+    "traceparent"
 )
 
 
@@ -393,7 +421,7 @@ def _insert_statement(vendor: str, wake: bool) -> str:
     returning = "id, pg_notify(%s, '')" if wake else "id"
     return (
         f"INSERT INTO {Job._meta.db_table} ({INSERT_COLUMNS}) VALUES "
-        f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s, %s) "
+        f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s, %s, %s) "
         f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
     )
 
@@ -429,6 +457,7 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
         row.active_dedupe_key,
         row.limit_key,
         to_db(row.created_at),
+        row.traceparent,
     ]
     if wake:
         params.append(NOTIFY_CHANNEL)

@@ -30,6 +30,7 @@ from .exceptions import JobCancelled, Snooze
 from .lifecycle import Outcome
 from .models import Batch
 from .registry import JobDefinition, registry
+from .tracing import consumer_span
 from .validation import json_problem
 
 logger = logging.getLogger("django_cronqueue")
@@ -135,7 +136,8 @@ def call(job: ClaimedJob, context: JobContext | None = None) -> Call:
         )
     started = time.monotonic()
     try:
-        result = call_handler(definition, job, context)
+        with consumer_span(job):
+            result = call_handler(definition, job, context)
     except BaseException as exc:
         return Call(job, definition, time.monotonic() - started, error=exc, context=context)
     return Call(job, definition, time.monotonic() - started, result=result, context=context)

@@ -20,7 +20,12 @@ from django.utils import timezone
 from .cronspec import DEFAULT_MAX_CATCH_UP
 from .flowspec import MAX_LIMIT_KEY_LENGTH
 from .registry import JobDefinition
-from .validation import MAX_DEDUPE_KEY_LENGTH, MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
+from .validation import (
+    MAX_DEDUPE_KEY_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_QUEUE_LENGTH,
+    MAX_TRACEPARENT_LENGTH,
+)
 
 __all__ = [
     "FINISHED_STATUSES",
@@ -157,6 +162,15 @@ class Job(models.Model):
         on_delete=models.SET_NULL,
         related_name="members",
         help_text="The group (jobs.group) this job is a member of.",
+    )
+    traceparent = models.CharField(
+        max_length=MAX_TRACEPARENT_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+        help_text="The W3C traceparent of the span that enqueued it (OpenTelemetry); "
+        "its run continues that trace.",
     )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

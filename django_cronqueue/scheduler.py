@@ -41,6 +41,7 @@ from .materialize import Occurrences, Planned, build_row, choose_occurrences, pl
 from .models import CronSchedule, CronScheduleSource, Job, JobStatus
 from .notify import wake_workers
 from .registry import JobDefinition, registry
+from .tracing import producer_span
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -367,9 +368,11 @@ def run_now(schedule: CronSchedule) -> Job:
     now = timezone.now()
     row = build_row(target, now, scheduled_for=None)
     using = database_alias()
-    with transaction.atomic(using=using):
+    with producer_span(row.name, row.queue) as producer, transaction.atomic(using=using):
+        row.traceparent = producer.traceparent
         row.save(force_insert=True, using=using)
         wake_workers(using, [row.run_at], now)
+        producer.set_message_ids([row.pk])
     if get_settings().EAGER:  # tests: run it now (django_cronqueue.eager)
         return run_eagerly(row)
     return row

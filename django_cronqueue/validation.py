@@ -15,6 +15,8 @@ from typing import Any
 MAX_NAME_LENGTH = 200
 MAX_QUEUE_LENGTH = 100
 MAX_DEDUPE_KEY_LENGTH = 200
+# Job.traceparent: a W3C traceparent is 55 characters; later versions may append fields.
+MAX_TRACEPARENT_LENGTH = 128
 # Job.priority is an IntegerField: a 32-bit signed integer on every vendor.
 MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
 # The JSON every supported database stores (payload and result columns). The strictest

@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connections, transaction
@@ -32,6 +33,7 @@ from .lifecycle import mark_upstream_ended, upstream_ended_text
 from .models import Batch, Job, JobDependency, JobStatus
 from .notify import wake_workers
 from .registry import JobDefinition
+from .tracing import producer_span
 
 #: The options a signature takes (``handle.using(...).s(...)``): a workflow's jobs
 #: have no dedupe key, and their order comes from the workflow, not from ``after``.
@@ -116,7 +118,7 @@ class Chain:
             downstream.blocked = True
             downstream.waiting_for = 1
         using = database_alias()
-        with transaction.atomic(using=using):
+        with _traced(rows), transaction.atomic(using=using):
             saved = _insert(rows, using)
             JobDependency.objects.using(using).bulk_create(
                 JobDependency(upstream=up, downstream=down)
@@ -157,9 +159,12 @@ class Group:
         now = timezone.now()
         using = database_alias()
         members = [signature.row(now) for signature in self.signatures]
-        with transaction.atomic(using=using):
-            then_job = self._callback(self.then_signature, now, using, empty=not members)
-            finally_job = self._callback(self.finally_signature, now, using, empty=not members)
+        then_job = self._callback(self.then_signature, now, empty=not members)
+        finally_job = self._callback(self.finally_signature, now, empty=not members)
+        callbacks = [row for row in (then_job, finally_job) if row is not None]
+        with _traced([*members, *callbacks]), transaction.atomic(using=using):
+            for row in callbacks:
+                row.save(using=using, force_insert=True)
             batch = Batch.objects.using(using).create(
                 size=len(members),
                 then_job=then_job,
@@ -172,20 +177,17 @@ class Group:
             saved = _insert(members, using)
             wake_workers(using, [row.run_at for row in saved] or [now], now)
         if get_settings().EAGER:
-            callbacks = [row for row in (then_job, finally_job) if row is not None]
             _run_eagerly(saved + callbacks)
             batch.refresh_from_db(using=using)
         return batch
 
     @staticmethod
-    def _callback(
-        signature: Signature | None, now: dt.datetime, using: str, *, empty: bool
-    ) -> Job | None:
+    def _callback(signature: Signature | None, now: dt.datetime, *, empty: bool) -> Job | None:
+        """The unsaved row of a callback, blocked until the batch finishes."""
         if signature is None:
             return None
         row = signature.row(now)
         row.blocked = not empty  # a group of no members has finished already
-        row.save(using=using, force_insert=True)
         return row
 
 
@@ -210,7 +212,7 @@ def enqueue_after(
     now = timezone.now()
     row = _build(definition, payload, options, now)
     using = database_alias()
-    with transaction.atomic(using=using):
+    with _traced([row]), transaction.atomic(using=using):
         upstream = list(
             Job.objects.using(using)
             .select_for_update()
@@ -263,6 +265,23 @@ def _upstream_ids(definition: JobDefinition, after: Sequence[Job | int]) -> list
     if not ids:
         raise InvalidPayload(f"Job {definition.name!r}: after= needs at least one job.")
     return sorted(set(ids))
+
+
+@contextmanager
+def _traced(rows: list[Job]) -> Iterator[None]:
+    """One producer span around the writing of a workflow's ``rows``, which store its
+    traceparent."""
+    names, queues = {row.name for row in rows}, {row.queue for row in rows}
+    with producer_span(_only(names), _only(queues), count=len(rows)) as producer:
+        for row in rows:
+            row.traceparent = producer.traceparent
+        yield
+        producer.set_message_ids(row.pk for row in rows)
+
+
+def _only(values: set[str]) -> str:
+    """The value all share, or "" when they differ."""
+    return next(iter(values)) if len(values) == 1 else ""
 
 
 def _insert(rows: list[Job], using: str) -> list[Job]:

@@ -24,7 +24,7 @@ LOCK_TABLE = NameLock._meta.db_table
 PAUSE_TABLE = Pause._meta.db_table
 RETURNED_COLUMNS = (
     "id, name, payload, attempts, max_attempts, queue, priority, run_at, scheduled_for, "
-    "created_at, schedule, has_downstream, batch_id"
+    "created_at, schedule, has_downstream, batch_id, traceparent"
 )
 
 
@@ -71,6 +71,7 @@ class ClaimedJob:
     # alone), or count it in its batch (in the transaction that writes it).
     has_downstream: bool = False
     batch_id: int | None = None
+    traceparent: str = ""  # the span that enqueued it (django_cronqueue.tracing)
 
     @property
     def in_workflow(self) -> bool:
@@ -205,6 +206,7 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         schedule,
         has_downstream,
         batch_id,
+        traceparent,
     ) = row
     return ClaimedJob(
         id=job_id,
@@ -221,6 +223,7 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         schedule=schedule,
         has_downstream=bool(has_downstream),
         batch_id=batch_id,
+        traceparent=traceparent or "",
     )
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_cronqueue', '0009_workflows'),
+        ('django_cronqueue', '0010_job_traceparent'),
     ]
 
     operations = [
