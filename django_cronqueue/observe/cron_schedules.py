@@ -206,13 +206,8 @@ def schedule_statuses(
     inactive) and the next to run, at most ``STATUSES_SHOWN`` of each; with ``every``,
     every one. A dynamic schedule's ``next_run`` is its row's, so the overdue ones are
     one range of the (active, paused, next_run) index: no cron maths for them."""
-    definitions = cron_definitions()
     counts = schedule_counts()
-    code = [_schedule_status(row, definitions.get(row.name), now, grace) for row in code_rows()]
-    armed = {status.name for status in code}
-    unarmed = [
-        _unarmed_status(name, d, now) for name, d in definitions.items() if name not in armed
-    ]
+    code, unarmed = _code_statuses(now, grace)
     dynamic, dynamic_overdue = (
         _every_dynamic_status(now, grace) if every else _notable_dynamic_status(now, grace)
     )
@@ -223,6 +218,42 @@ def schedule_statuses(
         overdue=dynamic_overdue + sum(status.overdue for status in code),
         not_listed=max(counts.total - len(code) - len(dynamic), 0),  # read apart: a race
     )
+
+
+def code_schedule_statuses(
+    now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE
+) -> list[ScheduleStatus]:
+    """Every code schedule, by name: those with a row (one query), and those that no
+    scheduler has armed yet."""
+    code, unarmed = _code_statuses(now, grace)
+    return sorted([*code, *unarmed], key=lambda status: status.name)
+
+
+def _code_statuses(
+    now: dt.datetime, grace: float
+) -> tuple[list[ScheduleStatus], list[ScheduleStatus]]:
+    """The code schedules with a row, and those without one yet (not armed)."""
+    definitions = cron_definitions()
+    code = [_schedule_status(row, definitions.get(row.name), now, grace) for row in code_rows()]
+    armed = {status.name for status in code}
+    unarmed = [
+        _unarmed_status(name, d, now) for name, d in definitions.items() if name not in armed
+    ]
+    return code, unarmed
+
+
+def dynamic_lag(now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE) -> tuple[float, int]:
+    """How late the latest active dynamic schedule is, in seconds (0: none is), and how
+    many are later than ``grace``: two ranges of the (active, paused, next_run) index,
+    whatever the number of schedules."""
+    running = schedules().filter(
+        source=CronScheduleSource.DYNAMIC, active=True, paused=False, next_run__isnull=False
+    )
+    earliest = running.order_by("next_run").values_list("next_run", flat=True).first()
+    if earliest is None or earliest >= now:
+        return 0.0, 0
+    overdue = running.filter(next_run__lt=now - dt.timedelta(seconds=grace)).count()
+    return (now - earliest).total_seconds(), overdue
 
 
 def _unarmed_status(name: str, definition: JobDefinition, now: dt.datetime) -> ScheduleStatus:

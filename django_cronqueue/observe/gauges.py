@@ -18,7 +18,7 @@ from django.db.models import Count, Min
 from ..models import CronScheduleSource, JobStatus, Worker
 from .base import DEFAULT_SCHEDULE_GRACE, jobs, live_window
 from .control import pauses
-from .cron_schedules import ScheduleStatus, schedule_statuses
+from .cron_schedules import ScheduleStatus, code_schedule_statuses, dynamic_lag
 
 __all__ = ["QueueGauges", "job_counts", "oldest_due_age", "queue_gauges"]
 
@@ -87,13 +87,10 @@ def _read_schedule_lag(gauges: QueueGauges, now: dt.datetime, grace: float) -> N
     """The lag of every code schedule (named in the code: few) and of the latest dynamic
     one (there may be 100,000 of them: one figure, and how many are overdue), as
     ``cronqueue_status`` sees them."""
-    statuses = schedule_statuses(now, grace)
-    code = [s for s in statuses.listed if s.source == CronScheduleSource.CODE]
-    dynamic = [s for s in statuses.listed if s.source == CronScheduleSource.DYNAMIC]
+    code = code_schedule_statuses(now, grace)
     gauges.code_schedule_lag = {status.name: _lag(status, now) for status in code}
-    gauges.dynamic_schedule_lag = max((_lag(status, now) for status in dynamic), default=0.0)
-    code_overdue = sum(status.overdue for status in code)
+    gauges.dynamic_schedule_lag, dynamic_overdue = dynamic_lag(now, grace)
     gauges.overdue_schedules = {
-        CronScheduleSource.CODE.value: code_overdue,
-        CronScheduleSource.DYNAMIC.value: statuses.overdue - code_overdue,
+        CronScheduleSource.CODE.value: sum(status.overdue for status in code),
+        CronScheduleSource.DYNAMIC.value: dynamic_overdue,
     }
