@@ -7,7 +7,7 @@ import pytest
 
 from django_cronqueue.models import Job
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 ENQUEUE_AND_SCRAPE = """
 import sys
