@@ -2,11 +2,13 @@
 INSERT ... SELECT generate_series, in a database of its own) and DYNAMIC dynamic cron
 schedules (one made by create_dynamic, copied by SQL, one in ten paused), and times the
 job list, each filter, a few searches, the schedule list with its pages and filters and
-the dashboard through Django's test client, printing milliseconds and query counts.
+the dashboard and the Prometheus ``MetricsView`` through Django's test client, printing
+milliseconds and query counts.
 
     .venv/bin/python bench/admin_scale.py                # 1,000,000 rows, 100,000 schedules
     .venv/bin/python bench/admin_scale.py --rows 200000 --repeat 7
     .venv/bin/python bench/admin_scale.py --refill       # rebuild the table first
+    .venv/bin/python bench/admin_scale.py --only metrics # just the MetricsView
 
 The database (``cronqueue_admin_bench`` unless --database says otherwise) is created
 if missing and reused across runs while it holds the requested number of rows. The
@@ -36,6 +38,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=5, help="timed requests per page")
     parser.add_argument("--refill", action="store_true", help="empty and refill the table")
     parser.add_argument("--dynamic", type=int, default=100_000, help="dynamic schedules")
+    parser.add_argument("--only", default="", help="time only the pages whose label has this")
     return parser.parse_args()
 
 
@@ -247,7 +250,9 @@ def main() -> None:
         ("schedules: source = dynamic", SCHEDULES + "?source__exact=dynamic"),
         ("schedules: paused", SCHEDULES + "?paused__exact=1"),
         ("schedules: search tenant-4242", SCHEDULES + "?q=tenant-4242"),
+        ("metrics: MetricsView", "/metrics/"),
     ]
+    pages = [(label, url) for label, url in pages if args.only in label]
     print(f"\n{Job.objects.count():,} jobs; median and max of {args.repeat} requests")
     print(f"{'page':36} {'median ms':>10} {'max ms':>8} {'queries':>8} {'slowest query ms':>17}")
     for label, url in pages:
