@@ -25,22 +25,52 @@ def kept_values(totals: Mapping[str, int], limit: int | None = None) -> set[str]
     return {value for value, _ in ranked[: MAX_LABEL_VALUES if limit is None else limit]}
 
 
+class Bounded:
+    """The label values that get series of their own: the ``MAX_LABEL_VALUES`` names and
+    queues with the most rows (a paused queue or name with none counts too); the others
+    are read as ``_other``."""
+
+    def __init__(self, gauges: QueueGauges) -> None:
+        names: Counter[str] = Counter(dict.fromkeys(gauges.paused_names, 0))
+        queues: Counter[str] = Counter(dict.fromkeys(gauges.paused_queues, 0))
+        for (_, name, queue), n in gauges.jobs.items():
+            names[name] += n
+            queues[queue] += n
+        self.names, self.queues = kept_values(names), kept_values(queues)
+
+    def name(self, value: str) -> str:
+        return value if value in self.names else OTHER
+
+    def queue(self, value: str) -> str:
+        return value if value in self.queues else OTHER
+
+
 def bounded_job_counts(gauges: QueueGauges) -> dict[tuple[str, str, str], int]:
     """The rows per (status, name, queue), with rare names and queues under ``_other``
     and every status present for each (name, queue)."""
-    names: Counter[str] = Counter()
-    queues: Counter[str] = Counter()
-    for (_, name, queue), n in gauges.jobs.items():
-        names[name] += n
-        queues[queue] += n
-    keep_names, keep_queues = kept_values(names), kept_values(queues)
+    bounded = Bounded(gauges)
     counts: dict[tuple[str, str, str], int] = {}
     for (status, name, queue), n in gauges.jobs.items():
-        pair = (name if name in keep_names else OTHER, queue if queue in keep_queues else OTHER)
+        pair = (bounded.name(name), bounded.queue(queue))
         for each in JobStatus.values:
             counts.setdefault((each, *pair), 0)
         counts[(status, *pair)] += n
     return counts
+
+
+def bounded_queue_gauges(gauges: QueueGauges) -> tuple[dict[str, float], dict[str, int]]:
+    """Per queue label (``_other`` summing the rare ones): the oldest due pending age (the
+    largest of the queues it stands for) and whether a pause holds it (any of them), for
+    every queue that has rows or a pause."""
+    bounded = Bounded(gauges)
+    ages = {bounded.queue(queue): 0.0 for _, _, queue in gauges.jobs}
+    for queue, age in gauges.oldest_due_age.items():
+        label = bounded.queue(queue)
+        ages[label] = max(ages.get(label, 0.0), age)
+    paused = dict.fromkeys(ages, 0)
+    for queue in gauges.paused_queues:
+        paused[bounded.queue(queue)] = 1
+    return ages, paused
 
 
 class QueueCollector:
@@ -65,14 +95,14 @@ def families(gauges: QueueGauges) -> Iterator[Any]:
     for labels, n in sorted(counts.items()):
         jobs.add_metric(list(labels), n)
     yield jobs
-    queues = sorted({queue for _, _, queue in counts} | set(gauges.oldest_due_age))
+    ages, paused = bounded_queue_gauges(gauges)
     oldest = gauge(
         "cronqueue_oldest_due_pending_age_seconds",
         "How long the oldest due, unblocked pending job of each queue has waited (0: none).",
         labels=["queue"],
     )
-    for queue in queues:
-        oldest.add_metric([queue], gauges.oldest_due_age.get(queue, 0.0))
+    for queue, age in sorted(ages.items()):
+        oldest.add_metric([queue], age)
     yield oldest
     lag = gauge(
         "cronqueue_schedule_lag_seconds",
@@ -84,7 +114,7 @@ def families(gauges: QueueGauges) -> Iterator[Any]:
     yield lag
     yield gauge(
         "cronqueue_dynamic_schedule_lag_seconds",
-        "How late the latest active dynamic schedule is (0: none is).",
+        "How late the most overdue active dynamic schedule is (0: none is).",
         value=gauges.dynamic_schedule_lag,
     )
     overdue = gauge(
@@ -98,21 +128,22 @@ def families(gauges: QueueGauges) -> Iterator[Any]:
     yield gauge(
         "cronqueue_workers_live", "Workers seen within three leases.", value=gauges.live_workers
     )
-    yield from pause_families(gauges, queues)
+    yield from pause_families(gauges, paused)
 
 
-def pause_families(gauges: QueueGauges, queues: list[str]) -> Iterator[Any]:
+def pause_families(gauges: QueueGauges, paused: dict[str, int]) -> Iterator[Any]:
     gauge = client().core.GaugeMetricFamily
-    paused = gauge(
+    queues = gauge(
         "cronqueue_queue_paused", "1 while a pause holds the queue back.", labels=["queue"]
     )
-    for queue in sorted(set(queues) | set(gauges.paused_queues)):
-        paused.add_metric([queue], 1 if queue in gauges.paused_queues else 0)
-    yield paused
+    for queue, held in sorted(paused.items()):
+        queues.add_metric([queue], held)
+    yield queues
     names = gauge(
         "cronqueue_name_paused", "1 while a pause holds a job name back.", labels=["name"]
     )
-    for name in gauges.paused_names:
+    bounded = Bounded(gauges)
+    for name in sorted({bounded.name(name) for name in gauges.paused_names}):
         names.add_metric([name], 1)
     yield names
 

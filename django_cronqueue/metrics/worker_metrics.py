@@ -51,7 +51,7 @@ class LabelValues:
         if value in self._seen:
             return value
         with self._lock:
-            if len(self._seen) < self.limit:
+            if value in self._seen or len(self._seen) < self.limit:
                 self._seen.add(value)
                 return value
         return OTHER
@@ -81,11 +81,14 @@ class WorkerMetrics:
         self.lease_lost = counter(
             "cronqueue_jobs_lease_lost", "Leases found expired and returned by this process."
         )
-        self.cancelled = counter("cronqueue_jobs_cancelled", "Running jobs that were cancelled.")
+        self.cancelled = counter(
+            "cronqueue_jobs_cancelled", "Claimed jobs that ended cancelled on a cancel request."
+        )
         self.snoozed = counter("cronqueue_jobs_snoozed", "Runs that raised jobs.Snooze.")
         self.duration = prometheus.Histogram(
             "cronqueue_job_duration_seconds",
-            "How long a handler ran, by outcome.",
+            "From the start of a handler to its outcome written (a success: the handler's "
+            "own time), by outcome.",
             (*LABELS, "outcome"),
             buckets=DURATION_BUCKETS,
             registry=self.registry,
@@ -152,16 +155,22 @@ class WorkerMetrics:
         self.duration.labels(*labels, "succeeded").observe(duration)
 
     def on_failed(self, sender: str, job: Any, exc: BaseException, **kwargs: Any) -> None:
+        if job is None:  # its row was deleted meanwhile
+            return
         labels = self.labels(job)
         self.failed.labels(*labels).inc()
         self._ended(job, labels, "failed", exc)
 
     def on_retrying(self, sender: str, job: Any, exc: BaseException, **kwargs: Any) -> None:
+        if job is None:  # its row was deleted meanwhile
+            return
         labels = self.labels(job)
         self.retried.labels(*labels).inc()
         self._ended(job, labels, "retried", exc)
 
     def on_snoozed(self, sender: str, job: Any, **kwargs: Any) -> None:
+        if job is None:
+            return
         labels = self.labels(job)
         self.snoozed.labels(*labels).inc()
         self._ended(job, labels, "snoozed")

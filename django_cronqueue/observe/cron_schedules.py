@@ -243,7 +243,7 @@ def _code_statuses(
 
 
 def dynamic_lag(now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE) -> tuple[float, int]:
-    """How late the latest active dynamic schedule is, in seconds (0: none is), and how
+    """How late the most overdue active dynamic schedule is, in seconds (0: none is), and how
     many are later than ``grace``: two ranges of the (active, paused, next_run) index,
     whatever the number of schedules."""
     running = schedules().filter(

@@ -4,7 +4,7 @@ late the cron schedules are, the live workers and the pauses in force.
 
 A fixed number of queries whatever the size of the table (``bench/admin_scale.py``
 times them on 1,000,000 rows): the rows per status, name and queue are counted by one
-``GROUP BY`` over the ``(status, name, queue)`` index; the other facts read index ranges
+``GROUP BY`` over the ``(name, status, queue)`` index; the other facts read index ranges
 of pending rows, schedules, workers and pauses.
 """
 
@@ -34,7 +34,7 @@ class QueueGauges:
     oldest_due_age: dict[str, float] = field(default_factory=dict)
     #: code schedule name -> seconds its next occurrence is late (0 when on time)
     code_schedule_lag: dict[str, float] = field(default_factory=dict)
-    #: seconds the latest active dynamic schedule is late (0 when none is)
+    #: seconds the most overdue active dynamic schedule is late (0 when none is)
     dynamic_schedule_lag: float = 0.0
     #: source ("code", "dynamic") -> schedules later than the grace
     overdue_schedules: dict[str, int] = field(default_factory=dict)
@@ -59,7 +59,7 @@ def queue_gauges(now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE) -> Que
 
 
 def job_counts() -> dict[tuple[str, str, str], int]:
-    """Rows per (status, name, queue): one GROUP BY over the (status, name, queue) index."""
+    """Rows per (status, name, queue): one GROUP BY over the (name, status, queue) index."""
     rows = jobs().order_by().values_list("status", "name", "queue").annotate(n=Count("*"))
     return {(status, name, queue): n for status, name, queue, n in rows}
 
@@ -84,7 +84,7 @@ def _lag(status: ScheduleStatus, now: dt.datetime) -> float:
 
 
 def _read_schedule_lag(gauges: QueueGauges, now: dt.datetime, grace: float) -> None:
-    """The lag of every code schedule (named in the code: few) and of the latest dynamic
+    """The lag of every code schedule (named in the code: few) and of the most overdue dynamic
     one (there may be 100,000 of them: one figure, and how many are overdue), as
     ``cronqueue_status`` sees them."""
     code = code_schedule_statuses(now, grace)

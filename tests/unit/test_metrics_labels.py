@@ -37,3 +37,19 @@ def test_queues_beyond_the_limit_are_summed_under_other(monkeypatch):
     pending = {queue: n for (status, _, queue), n in counts.items() if status == "pending"}
     assert pending == {"tenant-0": 10, "tenant-1": 9, OTHER: 8 + 7 + 6}
     assert sum(counts.values()) == sum(jobs.values())
+
+
+def test_the_age_and_pause_of_queues_beyond_the_limit_are_read_under_other(monkeypatch):
+    from django_cronqueue.metrics.queue_metrics import bounded_queue_gauges
+
+    monkeypatch.setattr("django_cronqueue.metrics.queue_metrics.MAX_LABEL_VALUES", 2)
+    jobs = {("pending", "shop.mail", f"tenant-{n}"): 10 - n for n in range(5)}
+    gauges = QueueGauges(
+        now=NOW,
+        jobs=jobs,
+        oldest_due_age={"tenant-0": 5.0, "tenant-3": 600.0, "tenant-4": 90.0},
+        paused_queues=["tenant-4"],
+    )
+    ages, paused = bounded_queue_gauges(gauges)
+    assert ages == {"tenant-0": 5.0, "tenant-1": 0.0, OTHER: 600.0}  # the oldest of the rest
+    assert paused == {"tenant-0": 0, "tenant-1": 0, OTHER: 1}
