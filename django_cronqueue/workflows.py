@@ -305,7 +305,8 @@ def _run_eagerly(rows: list[Job]) -> list[Job]:
         pending = Job.objects.using(using).filter(
             pk__in=[row.pk for row in rows], status=JobStatus.PENDING, blocked=False
         )
-        for row in pending.order_by("pk"):
+        # Each job runs once (to its end, or until it snoozes): a snoozed one stays pending.
+        for row in pending.exclude(pk__in=list(ran)).order_by("pk"):
             ran[row.pk] = run_eagerly(row)
             progress = True
     for row in rows:

@@ -137,13 +137,9 @@ def retry_rows(ids: list[int], now: dt.datetime) -> int:
         return 0
     retryable = job_rows().filter(id__in=ids, status__in=RETRYABLE)
     with transaction.atomic(using=database_alias()):
-        in_workflow = list(
-            retryable.exclude(has_downstream=False, batch__isnull=True)
-            .select_for_update()
-            .values_list("pk", flat=True)
-        )
+        retried = list(retryable.select_for_update().values_list("pk", flat=True))
         updated = retryable.update(**_retry_changes(now), active_dedupe_key=F("dedupe_key"))
-        workflow.reopen(in_workflow, now)
+        workflow.reopen(retried, now)
     return updated
 
 

@@ -8,7 +8,7 @@ import datetime as dt
 import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 from django.db import DataError, IntegrityError, transaction
@@ -355,7 +355,8 @@ def release_unstarted(jobs: list[ClaimedJob], *, now: dt.datetime | None = None)
                 request["cancel_requested_by"],
                 request["cancel_reason"],
             ).replace("while running", "before it started")
-            if _running(job).update(**_cancelled_changes(message, now)):
+            cancel = partial(_running(job).update, **_cancelled_changes(message, now))
+            if ended_without_success(cancel, job.id, now):
                 _announce_cancelled(job.id, job.name, request)
             continue
         released += (

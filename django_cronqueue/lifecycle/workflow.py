@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from django.db import connections
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Greatest
 
 from ..claiming import ClaimedJob
@@ -121,9 +121,12 @@ def cancel_downstream(pk: int, name: str, status: str, now: dt.datetime) -> int:
     while ended:
         up_pk, up_name, up_status = ended.pop()
         links = JobDependency.objects.using(database_alias()).filter(upstream_id=up_pk)
+        # Locked as they are read: a using(after=...) that is adding a job after one of
+        # them has committed its has_downstream, or waits and then sees it cancelled.
         downstream = list(
             job_rows()
             .filter(pk__in=links.values("downstream_id"), status=JobStatus.PENDING)
+            .select_for_update()
             .values_list("pk", "name", "has_downstream", "batch_id")
         )
         if not downstream:
@@ -222,13 +225,21 @@ def _batch_failed_text(batch_id: int, failed: int, size: int, last_member: int) 
 
 def reopen(job_ids: Sequence[int], now: dt.datetime) -> None:
     """The jobs ``job_ids`` were retried (failed or cancelled -> pending), in the
-    caller's transaction: a member counts as unfinished again in its batch, and a batch
-    whose ``then`` callback was cancelled for its failures is reopened (the callback
-    waits again); the jobs that were cancelled because one of them ended wait again."""
-    rows = job_rows().filter(pk__in=list(job_ids), status=JobStatus.PENDING)
-    for batch_id in rows.exclude(batch__isnull=True).values_list("batch_id", flat=True):
-        _reopen_batch(batch_id)
-    reopened = list(rows.filter(has_downstream=True).values_list("pk", flat=True))
+    caller's transaction. Each waits again for what it waits for, as things stand now
+    (``settle``); a member counts as unfinished again in its batch, and a batch whose
+    ``then`` callback was cancelled for its failures is reopened (the callback waits
+    again); the jobs that were cancelled because one of them ended are reopened too, and
+    theirs."""
+    rows = list(
+        job_rows()
+        .filter(pk__in=list(job_ids), status=JobStatus.PENDING)
+        .values_list("pk", "has_downstream", "batch_id")
+    )
+    for _, _, batch_id in rows:
+        if batch_id is not None:
+            _reopen_batch(batch_id)
+    settle([pk for pk, _, _ in rows], now)
+    reopened = [pk for pk, has_downstream, _ in rows if has_downstream]
     while reopened:
         pk = reopened.pop()
         links = JobDependency.objects.using(database_alias()).filter(upstream_id=pk)
@@ -237,13 +248,90 @@ def reopen(job_ids: Sequence[int], now: dt.datetime) -> None:
             status=JobStatus.CANCELLED,
             last_error__startswith=f"upstream job #{pk} (",
         )
-        waiting = list(cancelled.values_list("pk", "has_downstream", "batch_id"))
+        ids = list(cancelled.values_list("pk", flat=True))
         cancelled.update(**_waiting_again())
-        for down_pk, has_downstream, batch_id in waiting:
+        settle(ids, now)
+        again = job_rows().filter(pk__in=ids, status=JobStatus.PENDING)
+        for down_pk, has_downstream, batch_id in again.values_list(
+            "pk", "has_downstream", "batch_id"
+        ):
             if batch_id is not None:
                 _reopen_batch(batch_id)
             if has_downstream:
                 reopened.append(down_pk)
+
+
+def settle(job_ids: Sequence[int], now: dt.datetime) -> None:
+    """Jobs just made pending again (a retry): a batch's callback waits while its batch
+    runs, and once it finished is released (``then``: if no member failed, else
+    cancelled again); a job with upstream jobs waits for those that have not succeeded
+    yet, is released if all have, and is cancelled again, naming it, if one of them
+    failed for good or was cancelled (retry that one: it brings this one back)."""
+    if not job_ids:
+        return
+    ended: list[int] = []
+    for pk, batch_id, kind in _callbacks(job_ids):
+        ended += _settle_callback(pk, batch_id, kind, now)
+    for pk, (not_succeeded, ended_upstream) in _upstream_states(job_ids).items():
+        rows = job_rows().filter(pk=pk, status=JobStatus.PENDING)
+        if ended_upstream is not None:
+            if rows.update(**_cancelled(upstream_ended_text(*ended_upstream), now)):
+                ended.append(pk)
+        elif not_succeeded:
+            rows.update(blocked=True, waiting_for=not_succeeded)
+        else:
+            _release(rows.filter(blocked=True), now)
+            rows.update(waiting_for=0)
+    after_end(ended, now)
+
+
+def _callbacks(job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+    """(job id, batch id, "then" or "finally") of the jobs among ``job_ids`` that are a
+    batch's callback."""
+    ids = set(job_ids)
+    batches = Batch.objects.using(database_alias()).filter(
+        Q(then_job_id__in=ids) | Q(finally_job_id__in=ids)
+    )
+    found = []
+    for batch_id, then_id, finally_id in batches.values_list("pk", "then_job_id", "finally_job_id"):
+        found += [(then_id, batch_id, "then")] if then_id in ids else []
+        found += [(finally_id, batch_id, "finally")] if finally_id in ids else []
+    return found
+
+
+def _settle_callback(pk: int, batch_id: int, kind: str, now: dt.datetime) -> list[int]:
+    """Returns [pk] if the callback is cancelled again."""
+    rows = job_rows().filter(pk=pk, status=JobStatus.PENDING)
+    batch = Batch.objects.using(database_alias()).filter(pk=batch_id)
+    size, failed, finished_at = batch.values_list("size", "failed", "finished_at").get()
+    if finished_at is None:
+        rows.update(blocked=True, waiting_for=0)
+    elif kind == "then" and failed:
+        if rows.update(**_cancelled(_batch_failed_text(batch_id, failed, size, pk), now)):
+            return [pk]
+    else:
+        _release(rows.filter(blocked=True), now)
+    return []
+
+
+def _upstream_states(job_ids: Sequence[int]) -> dict[int, tuple[int, tuple[int, str, str] | None]]:
+    """For each of ``job_ids`` with upstream jobs: how many of them have not succeeded,
+    and the first (by id) that failed for good or was cancelled, if any."""
+    links = (
+        JobDependency.objects.using(database_alias())
+        .filter(downstream_id__in=list(job_ids))
+        .order_by("downstream_id", "upstream_id")
+        .values_list("downstream_id", "upstream_id", "upstream__name", "upstream__status")
+    )
+    states: dict[int, tuple[int, tuple[int, str, str] | None]] = {}
+    for down_pk, up_pk, up_name, up_status in links:
+        not_succeeded, ended = states.get(down_pk, (0, None))
+        if up_status != JobStatus.SUCCEEDED:
+            not_succeeded += 1
+        if ended is None and up_status in ENDED:
+            ended = (up_pk, up_name, up_status)
+        states[down_pk] = (not_succeeded, ended)
+    return states
 
 
 def _waiting_again() -> dict[str, object]:

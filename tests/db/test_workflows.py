@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import execution, jobs
+from django_cronqueue import execution, jobs, lifecycle
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, JobDependency
 from tests.testapp import jobs as test_jobs
@@ -150,6 +150,23 @@ def test_retrying_the_failed_job_lets_the_chain_go_on():
     assert keys() == ["a", "b", "c"]
 
 
+def test_a_job_reads_the_results_of_the_jobs_it_waited_for():
+    test_jobs.UPSTREAM_SEEN.clear()
+    first, _ = jobs.chain(
+        test_jobs.returns_value.s(value=2), test_jobs.collect_upstream.s(key="chained")
+    ).enqueue()
+    a = test_jobs.returns_value.enqueue(value=5)
+    b = record.enqueue(key="b")
+    test_jobs.collect_upstream.using(after=[a, b]).enqueue(key="after")
+    test_jobs.collect_upstream.enqueue(key="alone")
+    drain()
+    assert sorted(test_jobs.UPSTREAM_SEEN) == [
+        ("after", {a.pk: {"doubled": 10}, b.pk: None}),
+        ("alone", {}),
+        ("chained", {first.pk: {"doubled": 4}}),
+    ]
+
+
 # --- groups --------------------------------------------------------------------------
 
 
@@ -280,6 +297,105 @@ def test_a_downstream_job_added_while_its_upstream_runs_is_released_by_its_succe
     assert not [r for r in caplog.records if getattr(r, "outcome", "") == "discarded"]
 
 
+# --- retries and cancels that must not strand a waiting job ---------------------------
+
+
+def test_a_job_cancelled_before_its_handler_started_cancels_its_downstream():
+    """A worker gives back a claimed job whose cancel was requested meanwhile (at
+    shutdown): it ends cancelled, and what waited for it too."""
+    first, second = jobs.chain(record.s(key="1"), record.s(key="2")).enqueue()
+    claimed = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
+    jobs.cancel(first, "not needed")
+    lifecycle.release_unstarted(claimed)
+    assert (status(first), status(second)) == ("cancelled", "cancelled")
+    assert second.last_error == f"upstream job #{first.pk} (testapp.record) was cancelled"
+
+
+def test_a_member_cancelled_before_its_handler_started_still_finishes_its_batch():
+    batch = jobs.group([record.s(key="1")]).finally_(record.s(key="finally")).enqueue()
+    claimed = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
+    jobs.cancel(claimed[0].id)
+    lifecycle.release_unstarted(claimed)
+    drain()
+    batch.refresh_from_db()
+    assert (batch.failed, batch.finished_at is not None) == (1, True)
+    assert keys() == ["finally"]
+
+
+def test_a_job_waiting_for_two_is_released_after_a_retry_of_the_one_that_failed():
+    """b succeeded while d was cancelled because of a: retrying a counts b as done."""
+    a = fails_now.enqueue(key="a")
+    b = record.enqueue(key="b")
+    d = record.using(after=[a, b]).enqueue(key="d")
+    drain()
+    assert (status(a), status(b), status(d)) == ("failed", "succeeded", "cancelled")
+    Job.objects.filter(pk=a.pk).update(name="testapp.record", payload={"key": "a"})
+    a.refresh_from_db()
+    assert a.retry()
+    d.refresh_from_db()
+    assert (d.status, d.blocked, d.waiting_for) == ("pending", True, 1)
+    drain()
+    assert status(d) == "succeeded"
+    assert sorted(keys()) == ["a", "b", "d"]
+
+
+def test_a_reopened_job_stays_cancelled_while_another_of_its_upstream_jobs_has_failed():
+    a = fails_now.enqueue(key="a")
+    b = fails_now.enqueue(key="b")
+    d = record.using(after=[a, b]).enqueue(key="d")
+    drain()
+    d.refresh_from_db()
+    assert d.last_error == f"upstream job #{a.pk} (testapp.fails_now) failed"
+    a.retry()  # fails again (it still raises), but first: d names b now
+    d.refresh_from_db()
+    assert (d.status, d.last_error) == (
+        "cancelled",
+        f"upstream job #{b.pk} (testapp.fails_now) failed",
+    )
+    Job.objects.filter(pk__in=[a.pk, b.pk]).update(name="testapp.record", payload={"key": "x"})
+    for upstream in (a, b):
+        upstream.refresh_from_db()
+        upstream.retry()
+    drain()
+    assert status(d) == "succeeded"
+
+
+def test_retrying_a_cancelled_then_callback_cancels_it_again_while_its_batch_failed():
+    batch = jobs.group([fails_now.s(key="a")]).then(record.s(key="then")).enqueue()
+    drain()
+    then_job = Job.objects.get(pk=batch.then_job_id)
+    assert then_job.status == "cancelled"
+    then_job.retry()
+    then_job.refresh_from_db()
+    assert then_job.status == "cancelled"
+    assert "member(s) of batch" in then_job.last_error
+
+
+def test_retrying_a_callback_cancelled_by_hand_releases_it_once_its_batch_finished():
+    batch = jobs.group([record.s(key="a")]).then(record.s(key="then")).enqueue()
+    jobs.cancel(batch.then_job_id, "not now")
+    drain()
+    then_job = Job.objects.get(pk=batch.then_job_id)
+    assert then_job.status == "cancelled"
+    assert then_job.retry()
+    then_job.refresh_from_db()
+    assert (then_job.status, then_job.blocked) == ("pending", False)
+    drain()
+    assert keys() == ["a", "then"]
+
+
+def test_retrying_a_job_cancelled_while_it_waited_waits_for_what_is_left():
+    _, second = jobs.chain(record.s(key="1"), record.s(key="2")).enqueue()
+    jobs.cancel(second, "by hand")
+    drain()  # first succeeds; second stays cancelled
+    second.refresh_from_db()
+    assert second.retry()
+    second.refresh_from_db()
+    assert (second.status, second.blocked, second.waiting_for) == ("pending", False, 0)
+    drain()
+    assert keys() == ["1", "2"]
+
+
 # --- eager mode ----------------------------------------------------------------------
 
 
@@ -293,3 +409,11 @@ def test_eager_mode_runs_a_chain_and_a_group_in_order():
     )
     assert keys() == ["a", "b", "m1", "m2", "then"]
     assert batch.finished_at is not None
+
+
+@override_settings(CRONQUEUE={"EAGER": True})
+def test_eager_mode_runs_a_snoozing_job_once_instead_of_looping():
+    first, _ = jobs.chain(test_jobs.snoozes.s(seconds=60), record.s(key="after")).enqueue()
+    first.refresh_from_db()
+    assert first.status == "pending"
+    assert keys() == []
