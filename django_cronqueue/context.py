@@ -46,9 +46,11 @@ class JobContext:
         payload: dict[str, Any],
         ask_database: Callable[[], bool] | None = None,
         find_batch: Callable[[], Any] | None = None,
+        find_upstream_results: Callable[[], dict[int, Any]] | None = None,
     ) -> None:
         self.job_id = job_id
         self._find_batch = find_batch
+        self._find_upstream_results = find_upstream_results
         self.name = name
         self.attempt = attempt
         self.scheduled_for = scheduled_for
@@ -67,6 +69,14 @@ class JobContext:
         the database now (its counts, ``member_ids``, ``results()``); None outside a
         group."""
         return self._find_batch() if self._find_batch is not None else None
+
+    def upstream_results(self) -> dict[int, Any]:
+        """The return values of the jobs this one waited for (``jobs.chain``,
+        ``using(after=...)``), by job id, read from the database now; {} for a job that
+        waited for none."""
+        if self._find_upstream_results is None:
+            return {}
+        return self._find_upstream_results()
 
     def __repr__(self) -> str:
         return f"<JobContext {self.name} #{self.job_id} attempt {self.attempt}>"

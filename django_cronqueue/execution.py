@@ -28,7 +28,7 @@ from .context import JobContext, activate
 from .error_text import describe
 from .exceptions import JobCancelled, Snooze
 from .lifecycle import Outcome
-from .models import Batch
+from .models import Batch, Job, JobStatus
 from .registry import JobDefinition, registry
 from .tracing import consumer_span
 from .validation import json_problem
@@ -101,7 +101,16 @@ def new_context(job: ClaimedJob, *, ask_database: bool = False) -> JobContext:
         if ask_database
         else None,
         find_batch=lambda: batch_of(job.id, job.batch_id),
+        find_upstream_results=lambda: upstream_results_of(job.id),
     )
+
+
+def upstream_results_of(job_id: int) -> dict[int, Any]:
+    """The results of the succeeded jobs that ``job_id`` waited for, by id."""
+    upstream = Job.objects.using(database_alias()).filter(
+        downstream_links__downstream_id=job_id, status=JobStatus.SUCCEEDED
+    )
+    return dict(upstream.order_by("pk").values_list("pk", "result"))
 
 
 def batch_of(job_id: int, batch_id: int | None) -> Batch | None:

@@ -67,7 +67,7 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
         (Group, ("then", "finally_", "enqueue")),
         (Batch, ("results",)),
         (Job, ("retry", "cancel", "run_now")),
-        (JobContext, ("check_cancelled", "set_progress")),
+        (JobContext, ("check_cancelled", "set_progress", "upstream_results")),
         (CronSchedule, ("run_now", "backfill", "pause", "resume", "edit", "delete")),
     ):
         for name in names:

@@ -180,6 +180,15 @@ def collect_batch(key: str) -> None:
     SideEffect.objects.create(key=key, pid=os.getpid())
 
 
+UPSTREAM_SEEN: list[tuple[str, dict]] = []
+
+
+@jobs.job
+def collect_upstream(key: str) -> None:
+    """Remembers the results of the jobs it waited for (in-process tests only)."""
+    UPSTREAM_SEEN.append((key, jobs.current().upstream_results()))
+
+
 @jobs.job(retries=0)
 def fails_now(key: str) -> None:
     raise RuntimeError(f"{key} failed")
