@@ -365,8 +365,11 @@ def test_preview_gives_the_description_and_next_five_runs(admin_client):
     assert first["utc"].endswith(" UTC") and (
         " 06:30 " in first["utc"] or " 05:30 " in first["utc"]
     )
-    runs = [dt.datetime.strptime(run["utc"], "%a %Y-%m-%d %H:%M UTC") for run in answer["runs"]]
-    assert runs == sorted(runs) and runs[0] > dt.datetime.utcnow() - dt.timedelta(minutes=1)
+    runs = [
+        dt.datetime.strptime(run["utc"], "%a %Y-%m-%d %H:%M UTC").replace(tzinfo=dt.timezone.utc)
+        for run in answer["runs"]
+    ]
+    assert runs == sorted(runs) and runs[0] > timezone.now() - dt.timedelta(minutes=1)
 
 
 def test_preview_of_bad_input_is_a_400_with_the_message(admin_client):
