@@ -45,10 +45,9 @@ class Bounded:
         return value if value in self.queues else OTHER
 
 
-def bounded_job_counts(gauges: QueueGauges) -> dict[tuple[str, str, str], int]:
+def bounded_job_counts(gauges: QueueGauges, bounded: Bounded) -> dict[tuple[str, str, str], int]:
     """The rows per (status, name, queue), with rare names and queues under ``_other``
     and every status present for each (name, queue)."""
-    bounded = Bounded(gauges)
     counts: dict[tuple[str, str, str], int] = {}
     for (status, name, queue), n in gauges.jobs.items():
         pair = (bounded.name(name), bounded.queue(queue))
@@ -58,11 +57,12 @@ def bounded_job_counts(gauges: QueueGauges) -> dict[tuple[str, str, str], int]:
     return counts
 
 
-def bounded_queue_gauges(gauges: QueueGauges) -> tuple[dict[str, float], dict[str, int]]:
+def bounded_queue_gauges(
+    gauges: QueueGauges, bounded: Bounded
+) -> tuple[dict[str, float], dict[str, int]]:
     """Per queue label (``_other`` summing the rare ones): the oldest due pending age (the
     largest of the queues it stands for) and whether a pause holds it (any of them), for
     every queue that has rows or a pause."""
-    bounded = Bounded(gauges)
     ages = {bounded.queue(queue): 0.0 for _, _, queue in gauges.jobs}
     for queue, age in gauges.oldest_due_age.items():
         label = bounded.queue(queue)
@@ -91,11 +91,12 @@ def families(gauges: QueueGauges) -> Iterator[Any]:
     jobs = gauge(
         "cronqueue_jobs", "Job rows per status, name and queue.", labels=["status", "name", "queue"]
     )
-    counts = bounded_job_counts(gauges)
+    bounded = Bounded(gauges)
+    counts = bounded_job_counts(gauges, bounded)
     for labels, n in sorted(counts.items()):
         jobs.add_metric(list(labels), n)
     yield jobs
-    ages, paused = bounded_queue_gauges(gauges)
+    ages, paused = bounded_queue_gauges(gauges, bounded)
     oldest = gauge(
         "cronqueue_oldest_due_pending_age_seconds",
         "How long the oldest due, unblocked pending job of each queue has waited (0: none).",
@@ -128,10 +129,10 @@ def families(gauges: QueueGauges) -> Iterator[Any]:
     yield gauge(
         "cronqueue_workers_live", "Workers seen within three leases.", value=gauges.live_workers
     )
-    yield from pause_families(gauges, paused)
+    yield from pause_families(gauges, bounded, paused)
 
 
-def pause_families(gauges: QueueGauges, paused: dict[str, int]) -> Iterator[Any]:
+def pause_families(gauges: QueueGauges, bounded: Bounded, paused: dict[str, int]) -> Iterator[Any]:
     gauge = client().core.GaugeMetricFamily
     queues = gauge(
         "cronqueue_queue_paused", "1 while a pause holds the queue back.", labels=["queue"]
@@ -142,7 +143,6 @@ def pause_families(gauges: QueueGauges, paused: dict[str, int]) -> Iterator[Any]
     names = gauge(
         "cronqueue_name_paused", "1 while a pause holds a job name back.", labels=["name"]
     )
-    bounded = Bounded(gauges)
     for name in sorted({bounded.name(name) for name in gauges.paused_names}):
         names.add_metric([name], 1)
     yield names
