@@ -272,12 +272,23 @@ def settle(job_ids: Sequence[int], now: dt.datetime) -> None:
     ended: list[int] = []
     for pk, batch_id, kind in _callbacks(job_ids):
         ended += _settle_callback(pk, batch_id, kind, now)
+    # One UPDATE per outcome (per reason, per count left), not one per job: a retry of
+    # 500 rows from the admin is a batch.
+    cancel: dict[str, list[int]] = {}
+    wait: dict[int, list[int]] = {}
     for pk, (not_succeeded, ended_upstream) in _upstream_states(job_ids).items():
-        rows = job_rows().filter(pk=pk, status=JobStatus.PENDING)
         if ended_upstream is not None:
-            if rows.update(**_cancelled(upstream_ended_text(*ended_upstream), now)):
-                ended.append(pk)
-        elif not_succeeded:
+            cancel.setdefault(upstream_ended_text(*ended_upstream), []).append(pk)
+        else:
+            wait.setdefault(not_succeeded, []).append(pk)
+    pending = job_rows().filter(status=JobStatus.PENDING)
+    for reason, ids in cancel.items():
+        rows = pending.filter(pk__in=ids)
+        ended += list(rows.values_list("pk", flat=True))
+        rows.update(**_cancelled(reason, now))
+    for not_succeeded, ids in wait.items():
+        rows = pending.filter(pk__in=ids)
+        if not_succeeded:
             rows.update(blocked=True, waiting_for=not_succeeded)
         else:
             _release(rows.filter(blocked=True), now)
