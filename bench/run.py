@@ -9,6 +9,7 @@ See docs/performance.md for what each figure means.
 
     python bench/run.py                       # everything, median of 3 runs
     python bench/run.py --runs 1 --only cronqueue,ceiling
+    python bench/run.py --compare main .      # two versions of django-cronqueue, alternating
 """
 
 from __future__ import annotations
@@ -115,6 +116,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="JSON file (default bench/results/<ts>.json)")
     parser.add_argument("--table", type=Path, metavar="JSON",
                         help="only print the table of an earlier run's JSON file")  # fmt: skip
+    compare = parser.add_argument_group(
+        "comparing two versions of django-cronqueue (PostgreSQL, side by side, alternating)"
+    )
+    compare.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                         help="two git commits or branches ('.' = the working tree)")  # fmt: skip
+    compare.add_argument("--rounds", type=int, default=5, help="alternating rounds (median); 5")
+    compare.add_argument("--drains", default="default,2proc", metavar="KEYS",
+                         help="drains to compare: default, c2, c4, c4p50, 2proc")  # fmt: skip
+    compare.add_argument("--ceiling", action="store_true",
+                         help="measure the pgbench ceiling in every round (ratios)")  # fmt: skip
+    compare.add_argument("--startup", action="store_true",
+                         help="time runjobs --burst (nothing due) and manage.py check")  # fmt: skip
     return parser.parse_args()
 
 
@@ -164,6 +177,15 @@ def main() -> int:
     )  # fmt: skip
     ctx = measure.Context(options, workdir)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: workers get stopped
+    if args.compare:
+        from benchlib import compare
+
+        machine.ensure_services(want_mariadb=False)
+        return compare.run(
+            ctx, tuple(args.compare), rounds=args.rounds,
+            drain_keys=[k.strip() for k in args.drains.split(",") if k.strip()],
+            ceiling=args.ceiling, startup=args.startup,
+        )  # fmt: skip
 
     skipped: dict[str, str] = {}
     problem = machine.ensure_services(want_mariadb="cronqueue_mariadb" in keys)
