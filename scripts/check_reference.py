@@ -11,6 +11,8 @@
 2. docs/settings.md names every CRONQUEUE key and every system check id the code defines.
 3. docs/reference.md names every option of the package's management commands, every
    signal, every exception class, and every option of ``@jobs.job`` and ``@jobs.cron``.
+4. No markdown table in docs/ or README.md is broken in two by a blank line (Markdown ends
+   the table there and prints the rest as a paragraph of pipes).
 """
 
 from __future__ import annotations
@@ -246,6 +248,48 @@ def check_names(reference: str, problems: list[str]) -> None:
                 )
 
 
+TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+
+
+def broken_tables(text: str) -> list[int]:
+    """The line numbers (from 1) of table rows that follow a table after blank lines only,
+    without a header of their own: Markdown ends a table at a blank line, so such rows
+    render as a paragraph of pipes. Fenced code blocks are skipped."""
+    lines = text.splitlines()
+    found: list[int] = []
+    in_fence = False
+    last_row: int | None = None  # index of the last table row seen, outside fences
+    for index, line in enumerate(lines):
+        if FENCE_LINE.match(line):
+            in_fence = not in_fence
+            last_row = None
+            continue
+        if in_fence:
+            continue
+        if not line.strip():
+            continue
+        if TABLE_ROW.match(line):
+            after_blank = last_row is not None and last_row < index - 1
+            starts_table = index + 1 < len(lines) and TABLE_SEPARATOR.match(lines[index + 1])
+            if after_blank and not starts_table and not TABLE_SEPARATOR.match(line):
+                found.append(index + 1)
+            last_row = index
+        else:
+            last_row = None
+    return found
+
+
+def check_tables(problems: list[str]) -> None:
+    for path in sorted([ROOT / "README.md", *DOCS.rglob("*.md")]):
+        for line in broken_tables(path.read_text()):
+            problems.append(
+                f"{path.relative_to(ROOT)}:{line}: a table row after a blank line: the blank "
+                "line ends the table above, so this row renders as text; remove the blank line"
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--print", action="store_true", help="Print the code's signatures.")
@@ -260,6 +304,7 @@ def main() -> int:
     check_signatures(reference, problems)
     check_settings_page((DOCS / "settings.md").read_text(), problems)
     check_names(reference, problems)
+    check_tables(problems)
     if problems:
         print("The reference does not match the code:", file=sys.stderr)
         for problem in problems:

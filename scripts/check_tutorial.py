@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Run docs/tutorial.md as a newcomer would, and fail if any step does not do what it says.
 
-    python3 scripts/check_tutorial.py [--keep] [--tutorial docs/tutorial.md]
+    python3 scripts/check_tutorial.py [--keep] [--tutorial docs/tutorial.md] [--every-block]
+    python3 scripts/check_tutorial.py --tutorial docs/from-celery.md --every-block
 
 The tutorial marks each of its steps with an HTML comment just before a fenced block (the
 comments do not show in the rendered page):
@@ -25,7 +26,10 @@ comments do not show in the rendered page):
     -->                                    person makes with their eyes)
 
 Every bash block of the tutorial must carry a marker, so a command cannot be added to the
-page without being run here. The steps run in a new temporary directory, in order, each in
+page without being run here; with --every-block, so must every block of code in any language
+but plain text (a block shown only for comparison, such as another library's code, is marked
+skip with the reason), so that no code is added to the page without being run either.
+The steps run in a new temporary directory, in order, each in
 bash with `set -euo pipefail`; the working directory and the exported variables (the
 activated virtualenv) carry over from step to step, as in one terminal. CRONQUEUE_SRC, which
 the tutorial asks the reader to set, points at a clean copy of this checkout (the files git
@@ -112,8 +116,12 @@ def line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def parse(text: str) -> list[Step]:
-    """The steps, in order; raises SystemExit on an unmarked bash block or a bad marker."""
+UNCHECKED_LANGUAGES = {"", "text", "txt", "console-output"}
+
+
+def parse(text: str, *, every_block: bool = False) -> list[Step]:
+    """The steps, in order; raises SystemExit on an unmarked bash block (with
+    ``every_block``, an unmarked block of any code) or a bad marker."""
     steps: list[Step] = []
     problems: list[str] = []
     fences = list(FENCE.finditer(text))
@@ -159,10 +167,13 @@ def parse(text: str) -> list[Step]:
             problems.append(f"line {line}: unknown marker '{head}'")
     for block in fences:
         language = block.group("info").split()[0] if block.group("info").split() else ""
-        if language in SHELL_LANGUAGES and block.start() not in marked:
+        needs_marker = language in SHELL_LANGUAGES or (
+            every_block and language not in UNCHECKED_LANGUAGES
+        )
+        if needs_marker and block.start() not in marked:
             problems.append(
                 f"line {line_of(text, block.start())}: a {language} block without a "
-                "'<!-- tutorial: run -->' (or skip/background) marker"
+                "'<!-- tutorial: run -->' (or skip/create/append/background) marker"
             )
     if problems:
         raise SystemExit("tutorial markers:\n  " + "\n  ".join(problems))
@@ -316,8 +327,13 @@ def main() -> int:
     parser.add_argument(
         "--list", action="store_true", help="Only parse the tutorial and list its steps."
     )
+    parser.add_argument(
+        "--every-block",
+        action="store_true",
+        help="Require a marker on every code block, not only on shell blocks.",
+    )
     args = parser.parse_args()
-    steps = parse(args.tutorial.read_text())
+    steps = parse(args.tutorial.read_text(), every_block=args.every_block)
     if args.list:
         for step in steps:
             print(f"line {step.line}: {step.kind} {step.name or ''} {step.note}".rstrip())
