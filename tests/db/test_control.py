@@ -375,6 +375,26 @@ def test_a_paused_name_is_not_claimed_in_any_queue():
     assert due_ids() == {paused.pk}
 
 
+def test_queues_and_names_that_differ_in_case_or_trailing_spaces_are_not_paused():
+    """Exact on MySQL and MariaDB too: a pause of "Emails" holds back that queue only."""
+    held = JobFactory(queue="Emails")
+    others = {JobFactory(queue=queue).pk for queue in ("emails", "Emails ", "EMAILS")}
+    jobs.pause(queue="Emails")
+    assert due_ids() == others
+    Job.objects.filter(pk__in=others).delete()
+    jobs.resume(queue="Emails")
+    held_name = JobFactory(name="testapp.noop", payload={})
+    jobs.pause(name="Testapp.noop ")
+    assert due_ids() == {held.pk, held_name.pk}
+
+
+def test_a_worker_of_a_queue_claims_no_job_of_a_queue_differing_in_case_or_spaces():
+    for queue in ("emails", "Emails", "emails ", "EMAILS"):
+        JobFactory(queue=queue)
+    claimed = claim_due(timezone.now(), queues=["emails"], limit=100, worker_id="w")
+    assert [job.queue for job in claimed] == ["emails"]
+
+
 def test_a_pause_with_until_ends_by_itself():
     job = JobFactory()
     now = timezone.now()
