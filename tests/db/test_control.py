@@ -3,6 +3,7 @@ of pending, running and finished jobs, Snooze, progress, and pauses in the claim
 
 import asyncio
 import datetime as dt
+import os
 import threading
 
 import pytest
@@ -22,6 +23,7 @@ from django_cronqueue.pauses import active_pauses, delete_ended_pauses
 from django_cronqueue.worker import Worker as RunjobsWorker
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
+from tests.testapp.models import SideEffect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -309,6 +311,29 @@ def test_progress_is_written_at_completion():
         "message": "step 500",
     }
     assert dt.datetime.fromisoformat(job.progress["at"]) <= timezone.now()
+
+
+def test_a_progress_message_with_a_lone_surrogate_never_fails_the_outcome_write():
+    """A non-UTF-8 file name from os.listdir() in the message: the handler runs once and
+    succeeds, the message stored escaped (no database driver can send a lone surrogate)."""
+    job = test_jobs.reports_a_file_name.enqueue(raw_name="report-\xff.csv")
+    assert jobs.tick().ran == 1
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.result) == ("succeeded", 1, "done")
+    assert job.progress["message"] == "read report-\\udcff.csv"
+    assert SideEffect.objects.filter(key="report-\xff.csv").count() == 1
+
+
+def test_the_heartbeat_writes_a_progress_message_with_a_lone_surrogate():
+    job = JobFactory()
+    claimed = claim_one(job)
+    worker = RunjobsWorker()
+    context = new_context(claimed)
+    worker._held[claimed.id] = HeldJob(claimed, context, started=True)
+    context.set_progress(1, message=os.fsdecode(b"\xfe\xff"))
+    worker._beat()
+    job.refresh_from_db()
+    assert job.progress["message"] == "\\udcfe\\udcff"
 
 
 def test_the_heartbeat_writes_progress_once_per_beat_however_often_it_was_set():
