@@ -293,6 +293,31 @@ def test_snooze_refuses_a_delay_it_cannot_use(kwargs, error):
         jobs.Snooze(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"seconds": 1e13},
+        {"seconds": 1e300},
+        {"seconds": 36_501 * 86_400},
+        {"delta": dt.timedelta(days=10**8)},
+        {"delta": dt.timedelta(days=36_500, seconds=1)},
+    ],
+)
+def test_a_snooze_past_the_calendar_is_refused_naming_the_limit(kwargs):
+    with pytest.raises(ValueError, match="at most 36500 days"):
+        jobs.Snooze(**kwargs)
+    assert jobs.Snooze(delta=dt.timedelta(days=36_500)).delay.days == 36_500
+
+
+def test_a_handler_snoozing_past_the_calendar_fails_and_never_stays_running():
+    job = test_jobs.snoozes.enqueue(seconds=1e13)
+    jobs.tick()
+    job.refresh_from_db()
+    assert (job.status, job.snoozes) == ("pending", 0)  # a failure, retried by its policy
+    assert "at most 36500 days" in job.last_error
+    assert job.locked_until is None
+
+
 def test_snooze_takes_a_timedelta():
     assert jobs.Snooze(delta=dt.timedelta(minutes=5)).delay == dt.timedelta(minutes=5)
 
