@@ -22,9 +22,11 @@ from .flowspec import MAX_LIMIT_KEY_LENGTH
 from .registry import JobDefinition
 from .validation import (
     MAX_DEDUPE_KEY_LENGTH,
+    MAX_EXPRESSION_LENGTH,
     MAX_NAME_LENGTH,
     MAX_QUEUE_LENGTH,
     MAX_TRACEPARENT_LENGTH,
+    MAX_ZONE_NAME_LENGTH,
 )
 
 __all__ = [
@@ -485,8 +487,8 @@ class CronSchedule(models.Model):
     payload = models.JSONField(
         default=dict, blank=True, help_text="A dynamic schedule's keyword arguments."
     )
-    expression = models.CharField(max_length=200)
-    tz = models.CharField("time zone", max_length=64)
+    expression = models.CharField(max_length=MAX_EXPRESSION_LENGTH)
+    tz = models.CharField("time zone", max_length=MAX_ZONE_NAME_LENGTH)
     options = models.JSONField(default=dict, blank=True)
     cursor = models.DateTimeField(
         null=True, blank=True, help_text="Occurrences up to this instant have been considered."
