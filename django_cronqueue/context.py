@@ -22,6 +22,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from .error_text import escape_surrogates
 from .exceptions import JobCancelled
 
 __all__ = ["JobContext", "activate", "current"]
@@ -144,7 +145,8 @@ class JobContext:
         progress = {
             "done": done,
             "total": total,
-            "message": message.replace("\x00", "")[:MAX_PROGRESS_MESSAGE_CHARS],
+            # Storable whatever it holds: a write of progress never fails the outcome's.
+            "message": escape_surrogates(message.replace("\x00", ""))[:MAX_PROGRESS_MESSAGE_CHARS],
             "at": timezone.now().isoformat(),
         }
         with self._lock:

@@ -28,7 +28,7 @@ from .cronspec import DEFAULT_MAX_CATCH_UP, CronSpec, checked_spec
 from .exceptions import UnknownJob
 from .models import CronSchedule, CronScheduleSource
 from .registry import JobDefinition, registry
-from .validation import MAX_NAME_LENGTH, is_int, text_problem
+from .validation import MAX_EXPRESSION_LENGTH, MAX_NAME_LENGTH, is_int, text_problem
 
 #: The options a row stores, beside job, payload, expression and tz. ``timeout``,
 #: ``backoff`` and ``on_failed`` are the job's (a callable cannot be stored).
@@ -220,6 +220,7 @@ def _checked_fields(name: str, values: dict[str, Any]) -> _Fields:
         )
     definition = _job_definition(name, values["job"])
     payload = check_payload(definition, values["payload"])
+    check_expression_length(name, values["expression"])
     try:
         spec = checked_spec(
             name,
@@ -232,12 +233,23 @@ def _checked_fields(name: str, values: dict[str, Any]) -> _Fields:
         )
     except ImproperlyConfigured as exc:
         raise ValueError(str(exc)) from None
+    check_expression_length(name, spec.expression)  # as stored: aliases expanded
     return _Fields(
         definition=definition,
         spec=spec,
         payload=payload,
         options=_stored_options(definition, spec, values),
     )
+
+
+def check_expression_length(name: str, expression: object) -> None:
+    """Refuse an expression longer than the column holds (a DataError on PostgreSQL and
+    MariaDB, stored whole on SQLite), before anything is written."""
+    if isinstance(expression, str) and len(expression) > MAX_EXPRESSION_LENGTH:
+        raise ValueError(
+            f"Cron schedule {name!r}: the expression is {len(expression)} characters long; "
+            f"at most {MAX_EXPRESSION_LENGTH} are stored."
+        )
 
 
 def _stored_options(

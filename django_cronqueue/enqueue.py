@@ -26,13 +26,19 @@ from .arguments import (
 )
 from .conf import database_alias, get_settings
 from .cursors import fast_cursor
+from .dedupe import (
+    DEDUPE_ATTEMPTS,
+    active_holder,
+    insert_within_span,
+    is_key_conflict,
+    key_kept_changing_hands,
+)
 from .eager import run_eagerly, run_many_eagerly
 from .models import Job, JobStatus
 from .notify import NOTIFY_CHANNEL, due_soon, wake_workers
 from .registry import JobDefinition, registry
 from .tracing import producer_span
 
-DEDUPE_ATTEMPTS = 5
 BULK_BATCH_SIZE = 1000
 
 
@@ -81,7 +87,7 @@ def _save_new(row: Job, using: str, now: dt.datetime, span: dt.timedelta | None)
     if span is not None:
         row.window_dedupe_key = row.dedupe_key
         row.dedupe_until = now + span
-        return _insert_within_span(row, using, now)
+        return insert_within_span(row, using, now)
     if connections[using].vendor in ONE_STATEMENT_VENDORS:
         return _insert_one_statement(row, using, wake=due_soon(row.run_at, now))
     if row.dedupe_key is None:
@@ -471,10 +477,10 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
             row._state.adding = False
             row._state.db = using
             return row
-        existing = _active_holder(row, using)
+        existing = active_holder(row, using)
         if existing is not None:
             return existing
-    raise _key_kept_changing_hands(row)
+    raise key_kept_changing_hands(row)
 
 
 def _insert(row: Job, using: str) -> Job:
@@ -494,88 +500,10 @@ def _insert_deduplicated(row: Job, using: str) -> Job:
                 row.save(force_insert=True, using=using)
             return row
         except IntegrityError as exc:
-            if not _is_key_conflict(exc):
+            if not is_key_conflict(exc):
                 raise  # e.g. a CHECK constraint: the row itself is refused
             row.pk = None
-            existing = _active_holder(row, using)
+            existing = active_holder(row, using)
             if existing is not None:
                 return existing
-    raise _key_kept_changing_hands(row)
-
-
-def _insert_within_span(row: Job, using: str, now: dt.datetime) -> Job:
-    """Insert a row whose dedupe key holds for a span (``dedupe_for``), or return the job
-    that holds the key: the one created within the span (any status), or a pending or
-    running one. A holder whose span has passed gives the key up (a conditional UPDATE),
-    and the insert is tried again. The unique constraints on (name, window_dedupe_key)
-    and (name, active_dedupe_key) decide, so this holds under concurrent enqueues from
-    many processes, on every vendor."""
-    for _ in range(DEDUPE_ATTEMPTS):
-        try:
-            with transaction.atomic(using=using):
-                row.save(force_insert=True, using=using)
-                wake_workers(using, [row.run_at], now)
-            return row
-        except IntegrityError as exc:
-            if not _is_unique_violation(exc, using):
-                raise  # e.g. a CHECK constraint: the row itself is refused
-            row.pk = None
-        holder = _holder(using, name=row.name, window_dedupe_key=row.dedupe_key)
-        if holder is not None:
-            if holder.dedupe_until is not None and holder.dedupe_until > now:
-                return holder
-            _release_span(holder, now, using)
-            continue
-        existing = _active_holder(row, using)
-        if existing is not None:
-            return existing
-    raise _key_kept_changing_hands(row)
-
-
-def _key_kept_changing_hands(row: Job) -> IntegrityError:
-    """The error of an enqueue whose dedupe key was taken and freed again on every try."""
-    return IntegrityError(
-        f"Job {row.name!r}: could not enqueue with dedupe_key {row.dedupe_key!r}: the key kept "
-        "changing hands; try again."
-    )
-
-
-def _release_span(holder: Job, now: dt.datetime, using: str) -> None:
-    """The span of ``holder``'s key has passed: the key is free for a new job (unless
-    the holder is still pending or running: its active key then still holds)."""
-    Job.objects.using(using).filter(
-        pk=holder.pk, window_dedupe_key=holder.window_dedupe_key, dedupe_until__lte=now
-    ).update(window_dedupe_key=None)
-
-
-def _is_unique_violation(exc: IntegrityError, using: str) -> bool:
-    """A unique key violation, not another refusal (a CHECK constraint's)."""
-    vendor = connections[using].vendor
-    if vendor == "mysql":
-        return _is_key_conflict(exc)
-    if vendor == "postgresql":
-        cause = exc.__cause__
-        return (getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)) == "23505"
-    return "UNIQUE constraint failed" in str(exc)
-
-
-# MySQL and MariaDB error numbers of a unique key violation: ER_DUP_KEY,
-# ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
-MYSQL_DUPLICATE_KEY_ERRORS = frozenset({1022, 1062, 1586})
-
-
-def _is_key_conflict(exc: IntegrityError) -> bool:
-    """A unique key violation (Django keeps the driver's error number in ``args``), not
-    another refusal such as a CHECK constraint's."""
-    return bool(exc.args) and exc.args[0] in MYSQL_DUPLICATE_KEY_ERRORS
-
-
-def _active_holder(row: Job, using: str) -> Job | None:
-    return _holder(using, name=row.name, active_dedupe_key=row.dedupe_key)
-
-
-def _holder(using: str, **key: Any) -> Job | None:
-    holders = Job.objects.using(using).filter(**key)
-    if connections[using].vendor == "mysql" and connections[using].in_atomic_block:
-        holders = holders.select_for_update()  # a locking read sees the latest commit
-    return holders.first()
+    raise key_kept_changing_hands(row)

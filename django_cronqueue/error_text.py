@@ -13,15 +13,21 @@ MAX_CLASS_PATH_CHARS = 255  # Job.exception_class_path
 def clean_text(text: str, limit: int) -> str:
     """Escape NUL (PostgreSQL rejects it in text) and lone surrogates (not UTF-8: no
     database driver can send them), and keep the head and tail within ``limit``."""
-    text = text.replace("\x00", "\\x00")
-    if not text.isascii():
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = escape_surrogates(text.replace("\x00", "\\x00"))
     if len(text) <= limit:
         return text
     marker = f"\n... [{len(text) - limit} characters cut] ...\n"
     head = (limit - len(marker)) // 3
     tail = limit - len(marker) - head
     return text[:head] + marker + text[-tail:]
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with its lone surrogates escaped (``\\udcff``): what ``os.listdir()``
+    gives for a file name that is not UTF-8, and what no database driver can send."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def ascii_text(text: str, limit: int) -> str:

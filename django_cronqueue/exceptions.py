@@ -35,11 +35,23 @@ class JobCancelled(CronQueueError):
     ``on_failed``)."""
 
 
+# The longest snooze: ``now + delay`` must be a datetime (they end with year 9999).
+MAX_SNOOZE = dt.timedelta(days=36_500)
+
+
+def _too_long(delay: str) -> ValueError:
+    return ValueError(
+        f"Snooze delay must be at most {MAX_SNOOZE.days} days (MAX_SNOOZE, about 100 years), "
+        f"got {delay}."
+    )
+
+
 class Snooze(Exception):
     """Raised by a handler to run again later without using up an attempt: the row goes
     back to ``pending``, due at ``now + delay``, and ``Job.snoozes`` counts it.
 
-    ``jobs.Snooze(seconds=30)`` or ``jobs.Snooze(delta=timedelta(minutes=5))``.
+    ``jobs.Snooze(seconds=30)`` or ``jobs.Snooze(delta=timedelta(minutes=5))``; a delay
+    over ``MAX_SNOOZE`` (36,500 days) is refused with a ``ValueError`` when it is made.
     """
 
     def __init__(self, seconds: float | None = None, *, delta: dt.timedelta | None = None) -> None:
@@ -54,8 +66,12 @@ class Snooze(Exception):
                 raise TypeError(f"Snooze(seconds=...) must be a number, got {seconds!r}.")
             if not math.isfinite(seconds):
                 raise ValueError(f"Snooze(seconds=...) must be finite, got {seconds!r}.")
+            if abs(seconds) > MAX_SNOOZE.total_seconds():
+                raise _too_long(f"{seconds!r} seconds")
             delay = dt.timedelta(seconds=seconds)
         if delay < dt.timedelta(0):
             raise ValueError(f"Snooze delay must not be negative, got {delay}.")
+        if delay > MAX_SNOOZE:
+            raise _too_long(str(delay))
         self.delay = delay
         super().__init__(f"snoozed for {delay.total_seconds():g}s")

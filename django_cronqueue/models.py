@@ -22,9 +22,11 @@ from .flowspec import MAX_LIMIT_KEY_LENGTH
 from .registry import JobDefinition
 from .validation import (
     MAX_DEDUPE_KEY_LENGTH,
+    MAX_EXPRESSION_LENGTH,
     MAX_NAME_LENGTH,
     MAX_QUEUE_LENGTH,
     MAX_TRACEPARENT_LENGTH,
+    MAX_ZONE_NAME_LENGTH,
 )
 
 __all__ = [
@@ -61,8 +63,9 @@ class ExactCharField(models.CharField):  # type: ignore[type-arg]
     """A CharField compared byte for byte on every vendor.
 
     MySQL's and MariaDB's default collations ignore case (and, on MariaDB, trailing
-    spaces), so limit keys "Acme" and "acme" would share one limit there; this column
-    gets the binary NO PAD collation that migration 0002 gave the job names. Other
+    spaces), so limit keys "Acme" and "acme" would share one limit there, and a pause of
+    queue "Emails" would hold back "emails"; this column gets the binary NO PAD collation
+    that migration 0002 gave the job names. Other
     vendors compare text exactly already and get no collation clause."""
 
     def db_parameters(self, connection: BaseDatabaseWrapper) -> dict[str, Any]:
@@ -86,7 +89,7 @@ class Job(models.Model):
     name = models.CharField(max_length=MAX_NAME_LENGTH)
     payload = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
-    queue = models.CharField(max_length=MAX_QUEUE_LENGTH, default="default")
+    queue = ExactCharField(max_length=MAX_QUEUE_LENGTH, default="default")
     priority = models.IntegerField(default=0, help_text="Higher runs first.")
     attempts = models.PositiveIntegerField(default=0, help_text="How many times it was claimed.")
     max_attempts = models.PositiveIntegerField(default=4)
@@ -103,7 +106,7 @@ class Job(models.Model):
     )
     # dedupe_for: the key stays taken, whatever the status, until dedupe_until. Never
     # cleared by a completion; a later enqueue clears it once the span has passed.
-    window_dedupe_key = models.CharField(  # noqa: DJ001
+    window_dedupe_key = ExactCharField(
         max_length=MAX_DEDUPE_KEY_LENGTH, null=True, blank=True, editable=False
     )
     dedupe_until = models.DateTimeField(
@@ -384,8 +387,8 @@ class Pause(models.Model):
     holds (until it is deleted by a resume, or ``until`` passes). Exactly one of
     ``queue`` and ``name`` is set."""
 
-    queue = models.CharField(max_length=MAX_QUEUE_LENGTH, blank=True, default="")
-    name = models.CharField("job name", max_length=MAX_NAME_LENGTH, blank=True, default="")
+    queue = ExactCharField(max_length=MAX_QUEUE_LENGTH, blank=True, default="")
+    name = ExactCharField("job name", max_length=MAX_NAME_LENGTH, blank=True, default="")
     until = models.DateTimeField(
         null=True, blank=True, help_text="The pause ends by itself at this instant."
     )
@@ -484,8 +487,8 @@ class CronSchedule(models.Model):
     payload = models.JSONField(
         default=dict, blank=True, help_text="A dynamic schedule's keyword arguments."
     )
-    expression = models.CharField(max_length=200)
-    tz = models.CharField("time zone", max_length=64)
+    expression = models.CharField(max_length=MAX_EXPRESSION_LENGTH)
+    tz = models.CharField("time zone", max_length=MAX_ZONE_NAME_LENGTH)
     options = models.JSONField(default=dict, blank=True)
     cursor = models.DateTimeField(
         null=True, blank=True, help_text="Occurrences up to this instant have been considered."

@@ -15,6 +15,8 @@ from typing import Any
 MAX_NAME_LENGTH = 200
 MAX_QUEUE_LENGTH = 100
 MAX_DEDUPE_KEY_LENGTH = 200
+MAX_EXPRESSION_LENGTH = 200  # CronSchedule.expression
+MAX_ZONE_NAME_LENGTH = 64  # CronSchedule.tz
 # Job.traceparent: a W3C traceparent is 55 characters; later versions may append fields.
 MAX_TRACEPARENT_LENGTH = 128
 # Job.priority is an IntegerField: a 32-bit signed integer on every vendor.

@@ -21,6 +21,7 @@ from ..cronspec import CATCH_UP_MODES, DEFAULT_MAX_CATCH_UP, OVERLAP_MODES
 from ..exceptions import InvalidPayload, UnknownJob
 from ..models import CronSchedule
 from ..registry import JobDefinition, registry
+from ..validation import MAX_EXPRESSION_LENGTH, MAX_JSON_DEPTH, MAX_ZONE_NAME_LENGTH
 from .renderers import local_time
 
 PREVIEW_RUNS = 5
@@ -60,7 +61,7 @@ class PayloadField(forms.CharField):
     def has_changed(self, initial: Any, data: Any) -> bool:
         try:
             return bool(json.loads(initial or "{}") != json.loads(data or ""))
-        except ValueError:
+        except (ValueError, RecursionError):  # deep nesting exhausts the decoder's stack
             return True
 
 
@@ -75,13 +76,13 @@ class DynamicScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         help_text="A JSON object: the handler's keyword arguments.",
     )
     expression = forms.CharField(
-        max_length=200,
+        max_length=MAX_EXPRESSION_LENGTH,
         widget=forms.TextInput(attrs={"class": "vTextField", "autocomplete": "off"}),
         help_text='Five fields (minute hour day month weekday) or an alias such as "@daily".',
     )
     tz = forms.CharField(
         label="Time zone",
-        max_length=64,
+        max_length=MAX_ZONE_NAME_LENGTH,
         widget=ZoneInput(),
         help_text="An IANA name such as Europe/Paris; empty for settings.TIME_ZONE.",
         required=False,
@@ -136,6 +137,10 @@ class DynamicScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
             payload = json.loads(text)
         except ValueError as exc:
             raise forms.ValidationError(f"Not JSON: {exc}.") from None
+        except RecursionError:
+            raise forms.ValidationError(
+                f"The payload is nested too deeply (at most {MAX_JSON_DEPTH} levels)."
+            ) from None
         if not isinstance(payload, dict):
             raise forms.ValidationError(
                 f"The payload must be a JSON object (the handler's keyword arguments), "
@@ -241,7 +246,16 @@ def initial_of(schedule: CronSchedule) -> dict[str, Any]:
 def preview(expression: str, tz: str, now: dt.datetime | None = None) -> dict[str, Any]:
     """The description and next runs of ``expression`` in zone ``tz`` (empty: the
     project's); raises InvalidCronExpression or InvalidTimeZone with the cron module's
-    message."""
+    message. Input longer than a schedule can store is refused unread: it costs CPU."""
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise cron.InvalidCronExpression(
+            f"The expression is {len(expression)} characters long; at most "
+            f"{MAX_EXPRESSION_LENGTH} are stored."
+        )
+    if len(tz) > MAX_ZONE_NAME_LENGTH:
+        raise cron.InvalidTimeZone(
+            f"The time zone name is {len(tz)} characters long; at most {MAX_ZONE_NAME_LENGTH}."
+        )
     normalized = cron.validate_expression(expression)
     zone_name = tz.strip() or str(timezone.get_default_timezone())
     zone = cron.load_zone(zone_name)

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_cronqueue import dynamic, scheduler
+from django_cronqueue.admin.schedule_form import PayloadField
 from django_cronqueue.models import CronSchedule
 from tests.admin.conftest import messages_of, staff_client
 
@@ -156,6 +157,21 @@ def test_a_payload_that_does_not_bind_names_the_key(admin_client):
     assert "tenant_id" in missing and REPORT in missing
     extra = errors_of(admin_client.post(ADD, form_data(payload='{"tenant_id": 1, "x": 2}')))
     assert "'x'" in extra["payload"][0]
+
+
+DEEP_PAYLOAD = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_payload_nested_past_the_parsers_stack_is_a_form_error(admin_client, report):
+    for url in (ADD, change_url(report)):
+        response = admin_client.post(url, form_data(payload=DEEP_PAYLOAD))
+        assert response.status_code == 200
+        assert "nested too deeply" in errors_of(response)["payload"][0]
+    report.refresh_from_db()
+    assert report.payload == {"tenant_id": 7}
+    field = PayloadField()
+    assert field.has_changed("{}", DEEP_PAYLOAD) is True
+    assert field.has_changed(DEEP_PAYLOAD, "{}") is True
 
 
 def test_a_taken_name_is_refused(admin_client, report):
@@ -379,6 +395,16 @@ def test_preview_of_bad_input_is_a_400_with_the_message(admin_client):
     response = admin_client.get(PREVIEW, {"expression": "0 8 * * *", "tz": "Paris"})
     assert response.status_code == 400
     assert "did you mean 'Europe/Paris'?" in response.json()["error"]
+
+
+def test_preview_refuses_unread_what_no_schedule_could_store(admin_client):
+    """A 100 KB expression is a 400 naming the limit, not seconds of CPU."""
+    response = admin_client.get(PREVIEW, {"expression": "1," * 50_000 + "1 * * * *"})
+    assert response.status_code == 400
+    assert "at most 200" in response.json()["error"]
+    response = admin_client.get(PREVIEW, {"expression": "0 8 * * *", "tz": "Europe/" * 10_000})
+    assert response.status_code == 400
+    assert "at most 64" in response.json()["error"]
 
 
 def test_preview_is_staff_only_and_permission_checked(client, db, report):

@@ -3,6 +3,7 @@ of pending, running and finished jobs, Snooze, progress, and pauses in the claim
 
 import asyncio
 import datetime as dt
+import os
 import threading
 
 import pytest
@@ -22,6 +23,7 @@ from django_cronqueue.pauses import active_pauses, delete_ended_pauses
 from django_cronqueue.worker import Worker as RunjobsWorker
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
+from tests.testapp.models import SideEffect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -291,6 +293,31 @@ def test_snooze_refuses_a_delay_it_cannot_use(kwargs, error):
         jobs.Snooze(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"seconds": 1e13},
+        {"seconds": 1e300},
+        {"seconds": 36_501 * 86_400},
+        {"delta": dt.timedelta(days=10**8)},
+        {"delta": dt.timedelta(days=36_500, seconds=1)},
+    ],
+)
+def test_a_snooze_past_the_calendar_is_refused_naming_the_limit(kwargs):
+    with pytest.raises(ValueError, match="at most 36500 days"):
+        jobs.Snooze(**kwargs)
+    assert jobs.Snooze(delta=dt.timedelta(days=36_500)).delay.days == 36_500
+
+
+def test_a_handler_snoozing_past_the_calendar_fails_and_never_stays_running():
+    job = test_jobs.snoozes.enqueue(seconds=1e13)
+    jobs.tick()
+    job.refresh_from_db()
+    assert (job.status, job.snoozes) == ("pending", 0)  # a failure, retried by its policy
+    assert "at most 36500 days" in job.last_error
+    assert job.locked_until is None
+
+
 def test_snooze_takes_a_timedelta():
     assert jobs.Snooze(delta=dt.timedelta(minutes=5)).delay == dt.timedelta(minutes=5)
 
@@ -309,6 +336,29 @@ def test_progress_is_written_at_completion():
         "message": "step 500",
     }
     assert dt.datetime.fromisoformat(job.progress["at"]) <= timezone.now()
+
+
+def test_a_progress_message_with_a_lone_surrogate_never_fails_the_outcome_write():
+    """A non-UTF-8 file name from os.listdir() in the message: the handler runs once and
+    succeeds, the message stored escaped (no database driver can send a lone surrogate)."""
+    job = test_jobs.reports_a_file_name.enqueue(raw_name="report-\xff.csv")
+    assert jobs.tick().ran == 1
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.result) == ("succeeded", 1, "done")
+    assert job.progress["message"] == "read report-\\udcff.csv"
+    assert SideEffect.objects.filter(key="report-\xff.csv").count() == 1
+
+
+def test_the_heartbeat_writes_a_progress_message_with_a_lone_surrogate():
+    job = JobFactory()
+    claimed = claim_one(job)
+    worker = RunjobsWorker()
+    context = new_context(claimed)
+    worker._held[claimed.id] = HeldJob(claimed, context, started=True)
+    context.set_progress(1, message=os.fsdecode(b"\xfe\xff"))
+    worker._beat()
+    job.refresh_from_db()
+    assert job.progress["message"] == "\\udcfe\\udcff"
 
 
 def test_the_heartbeat_writes_progress_once_per_beat_however_often_it_was_set():
@@ -373,6 +423,26 @@ def test_a_paused_name_is_not_claimed_in_any_queue():
     assert jobs.resume(name="testapp.noop") is True
     assert jobs.resume(name="testapp.noop") is False
     assert due_ids() == {paused.pk}
+
+
+def test_queues_and_names_that_differ_in_case_or_trailing_spaces_are_not_paused():
+    """Exact on MySQL and MariaDB too: a pause of "Emails" holds back that queue only."""
+    held = JobFactory(queue="Emails")
+    others = {JobFactory(queue=queue).pk for queue in ("emails", "Emails ", "EMAILS")}
+    jobs.pause(queue="Emails")
+    assert due_ids() == others
+    Job.objects.filter(pk__in=others).delete()
+    jobs.resume(queue="Emails")
+    held_name = JobFactory(name="testapp.noop", payload={})
+    jobs.pause(name="Testapp.noop ")
+    assert due_ids() == {held.pk, held_name.pk}
+
+
+def test_a_worker_of_a_queue_claims_no_job_of_a_queue_differing_in_case_or_spaces():
+    for queue in ("emails", "Emails", "emails ", "EMAILS"):
+        JobFactory(queue=queue)
+    claimed = claim_due(timezone.now(), queues=["emails"], limit=100, worker_id="w")
+    assert [job.queue for job in claimed] == ["emails"]
 
 
 def test_a_pause_with_until_ends_by_itself():

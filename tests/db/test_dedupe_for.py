@@ -149,3 +149,16 @@ def test_a_cron_schedule_takes_no_dedupe_for():
 
         @jobs.cron("* * * * *", name="tests.cron_span", dedupe_for=HOUR)
         def cron_span(run) -> None: ...
+
+
+def test_keys_that_differ_in_case_or_trailing_spaces_are_distinct_keys():
+    """On MySQL and MariaDB too: the key is compared byte for byte, holder lookup included."""
+    first = enqueue("Invoice-42")
+    others = [enqueue(key) for key in ("invoice-42", "Invoice-42 ", "INVOICE-42")]
+    assert len({first.pk, *(job.pk for job in others)}) == 4
+    assert enqueue("Invoice-42 ").pk == others[1].pk
+    assert enqueue("Invoice-42").pk == first.pk
+    Job.objects.update(status="succeeded", active_dedupe_key=None)
+    end_span(Job.objects.get(pk=others[0].pk))
+    assert enqueue("invoice-42").pk not in {first.pk, *(job.pk for job in others)}
+    assert enqueue("Invoice-42").pk == first.pk  # its span still holds

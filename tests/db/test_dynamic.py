@@ -204,6 +204,31 @@ def test_create_dynamic_checks_everything_before_writing(options, error, message
     assert not CronSchedule.objects.exists()
 
 
+# A valid expression of 237 characters: every minute of every hour, spelled out.
+LONG_EXPRESSION = ",".join(map(str, range(60))) + " " + ",".join(map(str, range(24))) + " * * *"
+
+
+def test_an_expression_longer_than_the_column_is_refused_before_writing_on_every_vendor():
+    assert len(LONG_EXPRESSION) == 237
+    with pytest.raises(ValueError, match="237 characters long; at most 200") as raised:
+        CronSchedule.objects.create_dynamic(
+            name="reports.tenant-42",
+            job=REPORT,
+            payload={"tenant_id": 42},
+            expression=LONG_EXPRESSION,
+        )
+    assert "'reports.tenant-42'" in str(raised.value)
+    assert not CronSchedule.objects.exists()
+    row = create(utc(2026, 6, 1))
+    with pytest.raises(ValueError, match="at most 200"):
+        row.edit(expression=LONG_EXPRESSION)
+    row.refresh_from_db()
+    assert row.expression == "0 8 * * *"
+    row.edit(expression=",".join(map(str, range(60))) + " 8 * * *")  # 177: stored
+    row.refresh_from_db()
+    assert len(row.expression) <= 200
+
+
 def test_a_cron_handler_cannot_be_the_job_of_a_dynamic_schedule():
     with schedule("* * * * *", name="tests.cron_job"), pytest.raises(jobs.UnknownJob) as raised:
         CronSchedule.objects.create_dynamic(name="x", job="tests.cron_job", expression="@daily")

@@ -26,6 +26,13 @@ EXACT_COLUMNS = {
     ("django_cronqueue_namelock", "name"),
     ("django_cronqueue_cronschedule", "name"),
 }
+# The columns migration 0012 gave the same exact collation (ExactCharField).
+LATER_EXACT_COLUMNS = {
+    ("django_cronqueue_job", "queue"),
+    ("django_cronqueue_job", "window_dedupe_key"),
+    ("django_cronqueue_pause", "queue"),
+    ("django_cronqueue_pause", "name"),
+}
 
 # Runs in a process of its own on the utf8mb3 database: migrates to 0003, to 0004, then to
 # the end, then pauses a queue with an emoji reason, enqueues on an emoji queue and ticks a
@@ -147,6 +154,9 @@ def test_a_utf8mb3_database_is_migrated_to_utf8mb4_and_stores_emoji(utf8mb3_data
             assert after[key][2] == collation  # 0002's binary collations, the JSON ones
         else:
             assert (collation, after[key][2]) == ("utf8mb3_general_ci", "utf8mb4_general_ci")
+    latest = {(table, column): rest for table, column, *rest in outcome["latest"]}
+    for key in LATER_EXACT_COLUMNS:  # migration 0012: exact on a converted database too
+        assert latest[key][2] == "utf8mb4_nopad_bin"
     assert {key for key, (_, charset, *_) in before.items() if charset == "utf8mb3"} >= {
         ("django_cronqueue_job", "queue"),
         ("django_cronqueue_job", "last_error"),

@@ -127,6 +127,16 @@ def reports_progress(steps: int) -> None:
         context.set_progress(step, total=steps, message=f"step {step}")
 
 
+@jobs.job(retries=3)
+def reports_a_file_name(raw_name: str) -> str:
+    """Progress naming a file as os.listdir() gives it: a name that is not UTF-8 holds
+    lone surrogates (b"\\xff" -> "\\udcff")."""
+    name = os.fsdecode(raw_name.encode("latin-1"))
+    jobs.current().set_progress(1, total=1, message=f"read {name}\x00")
+    SideEffect.objects.create(key=raw_name, pid=os.getpid())
+    return "done"
+
+
 # --- flow control (limit_by, rate_limit) -------------------------------------------
 
 
