@@ -21,6 +21,7 @@ restricted); croniter is handed plain value lists and only enumerates them.
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import re
 import zoneinfo
@@ -77,6 +78,9 @@ _HOW_TO_FIX = "use five fields: minute hour day-of-month month day-of-week, or a
 _FIELD_SPLIT = re.compile(r"\S+", re.ASCII)  # the same split croniter uses
 _HASH_OR_RANDOM = re.compile(r"^[hr](\(\d+-\d+\))?(/\d+)?$", re.IGNORECASE | re.ASCII)
 _NOT_IANA = frozenset({"localtime", "posixrules"})
+# difflib's similarity ratio a zone must reach to be suggested: a letter or two off
+# ("America/NewYork", "Europe/Pari"), not just any zone of the same region.
+_CLOSE_ENOUGH = 0.85
 # Instants are clamped to this range so local wall times never overflow datetime.
 _EARLIEST = datetime.min.replace(tzinfo=UTC) + timedelta(days=3)
 _LATEST = datetime.max.replace(tzinfo=UTC) - timedelta(days=3)
@@ -318,14 +322,26 @@ def _zone_message(name: object) -> str:
 
 
 def _zone_suggestions(name: str) -> list[str]:
+    """Zones spelled like ``name``: the same name in another case or without its region
+    (``bogota``), else the closest name within a small edit distance (``Europe/Pari``)."""
     wanted = name.strip().replace(" ", "_").casefold()
     if not wanted:
         return []
-    return sorted(
+    exact = sorted(
         zone
         for zone in _available_zones()
         if wanted in (zone.casefold(), zone.rsplit("/", 1)[-1].casefold())
     )
+    if exact:
+        return exact
+    folded = _folded_zones()
+    close = difflib.get_close_matches(wanted, folded, n=1, cutoff=_CLOSE_ENOUGH)
+    return [folded[close[0]]] if close else []
+
+
+@functools.lru_cache(maxsize=1)
+def _folded_zones() -> dict[str, str]:
+    return {zone.casefold(): zone for zone in _available_zones()}
 
 
 def zone_names() -> list[str]:

@@ -749,6 +749,29 @@ def test_load_zone() -> None:
         cron.load_zone("new york")
 
 
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("America/NewYork", "America/New_York"),
+        ("Europe/Pari", "Europe/Paris"),
+        ("Amerca/Chicago", "America/Chicago"),
+        ("Asia/Tokio", "Asia/Tokyo"),
+        ("Europ/London", "Europe/London"),
+    ],
+)
+def test_a_zone_typo_gets_the_closest_name(typo: str, meant: str) -> None:
+    with pytest.raises(cron.InvalidTimeZone) as caught:
+        cron.load_zone(typo)
+    assert str(caught.value) == (f"{typo!r} is not an IANA time zone name; did you mean {meant!r}?")
+
+
+@pytest.mark.parametrize("name", ["Nowhere/Atlantis", "Foo/Bar", "America"])
+def test_a_name_like_no_zone_gets_no_suggestion(name: str) -> None:
+    with pytest.raises(cron.InvalidTimeZone) as caught:
+        cron.load_zone(name)
+    assert "did you mean" not in str(caught.value)
+
+
 @pytest.mark.parametrize("name", ["Nowhere/Atlantis", "", "America", "../etc/passwd", "localtime"])
 def test_load_zone_rejects(name: str) -> None:
     with pytest.raises(cron.InvalidTimeZone, match="not an IANA time zone name"):
@@ -831,6 +854,7 @@ def test_module_is_pure() -> None:
         "collections",
         "copy",
         "croniter",
+        "difflib",
         "dataclasses",
         "datetime",
         "functools",
