@@ -549,3 +549,13 @@ def test_a_stored_payload_that_is_not_an_object_is_logged_and_skipped(caplog):
         assert materialize(utc(2026, 6, 1, 8, 0, 5)) == 0
     assert rows() == []
     assert "the stored payload must be a JSON object, got list" in caplog.text
+
+
+def test_a_stored_expression_now_refused_is_logged_and_skipped(caplog):
+    """A row saved before "never runs" and "step beyond the range" were refused."""
+    create(utc(2026, 6, 1, 7, 59), tz="UTC", expression="* * * * *")
+    CronSchedule.objects.update(expression="*/90 * * * *", next_run=utc(2026, 6, 1, 8))
+    with caplog.at_level(logging.WARNING, logger="django_cronqueue"):
+        assert materialize(utc(2026, 6, 1, 8, 0, 5)) == 0
+    assert rows() == []
+    assert "step of 90" in caplog.text
