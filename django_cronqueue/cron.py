@@ -13,14 +13,15 @@ instants with zoneinfo, following Debian/ISC cron's daylight-saving rules:
   once, at the first instant after the gap; a local time that happens twice fires once,
   at its first instance.
 
-Day-of-month and day-of-week follow croniter: when both are restricted (neither is
-``*``), a day matches if either matches. A range with equal bounds (``5-5``) means that
-one value, as in cron (croniter alone would read it as the whole field).
+What the fields mean is read by ``cronfields`` (Debian's rules: a day field is
+unrestricted exactly when its text starts with ``*``; either-day only when both are
+restricted); croniter is handed plain value lists and only enumerates them.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import re
 import zoneinfo
@@ -31,12 +32,15 @@ from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
 
+from . import cronfields
+
 __all__ = [
     "ALIASES",
     "ITEMS_PER_WINDOW",
     "SEARCH_SPAN_PER_ITEM",
     "InvalidCronExpression",
     "InvalidTimeZone",
+    "days_match_either",
     "is_interval",
     "iter_occurrences",
     "load_zone",
@@ -69,11 +73,14 @@ _FIELDS = (
     ("month", 1, 12),
     ("day-of-week", 0, 7),
 )
+_DISTINCT_VALUES = (60, 24, 31, 12, 7)  # day-of-week 7 is Sunday again
 _HOW_TO_FIX = "use five fields: minute hour day-of-month month day-of-week, or an alias like @daily"
 _FIELD_SPLIT = re.compile(r"\S+", re.ASCII)  # the same split croniter uses
 _HASH_OR_RANDOM = re.compile(r"^[hr](\(\d+-\d+\))?(/\d+)?$", re.IGNORECASE | re.ASCII)
-_RANGE = re.compile(r"^(?P<low>[^-/]+)-(?P<high>[^-/]+)(/\d+)?$", re.ASCII)
 _NOT_IANA = frozenset({"localtime", "posixrules"})
+# difflib's similarity ratio a zone must reach to be suggested: a letter or two off
+# ("America/NewYork", "Europe/Pari"), not just any zone of the same region.
+_CLOSE_ENOUGH = 0.85
 # Instants are clamped to this range so local wall times never overflow datetime.
 _EARLIEST = datetime.min.replace(tzinfo=UTC) + timedelta(days=3)
 _LATEST = datetime.max.replace(tzinfo=UTC) - timedelta(days=3)
@@ -95,12 +102,18 @@ class InvalidTimeZone(ValueError):
 class _Schedule:
     expression: str
     interval: bool
+    either_day: bool
     prototype: croniter  # copied before every use: croniter objects are stateful
 
 
 def validate_expression(expression: str) -> str:
     """Return the normalised five-field form of ``expression`` (aliases expanded)."""
     return _compile(expression).expression
+
+
+def days_match_either(expression: str) -> bool:
+    """True when both day fields are restricted, so a day runs if either matches."""
+    return _compile(expression).either_day
 
 
 def is_interval(expression: str) -> bool:
@@ -205,16 +218,40 @@ def _compile(expression: str) -> _Schedule:
 
 @functools.lru_cache(maxsize=4096)
 def _compile_cached(expression: str) -> _Schedule:
-    fields = [_collapse_equal_ranges(text) for text in _split(expression)]
-    for index, text in enumerate(fields):
-        _check_field(expression, index, text)
-    normalised = " ".join(fields)
+    texts = _split(expression)
+    for index, text in enumerate(texts):
+        _refuse_hash_or_random(expression, index, text)
     try:
-        prototype = croniter(normalised, _ANCHOR)
+        fields = cronfields.parse_fields(texts)
+    except cronfields.FieldProblem as exc:
+        raise _invalid(expression, str(exc)) from None
+    for index, values in enumerate(fields.values):
+        if values is None:
+            _check_extension_field(expression, index, fields.texts[index])
+    try:
+        prototype = croniter(_croniter_text(fields), _ANCHOR, day_or=fields.either_day)
     except (ValueError, TypeError) as exc:  # croniter's errors subclass these
         raise _invalid(expression, str(exc)) from exc
-    interval = fields[0].startswith("*") or fields[1].startswith("*")
-    return _Schedule(normalised, interval, prototype)
+    interval = texts[0].startswith("*") or texts[1].startswith("*")
+    return _Schedule(" ".join(fields.texts), interval, fields.either_day, prototype)
+
+
+def _croniter_text(fields: cronfields.Fields) -> str:
+    """The expression as plain value lists, for croniter to enumerate.
+
+    croniter's own day rule (either-day unless one field is ``*``, with ``*/1`` and
+    full lists read as ``*`` only sometimes) is switched off by ``day_or``: a day field
+    is written ``*`` here only when it matches every day and the rule is "both".
+    """
+    parts = []
+    for index, (text, values) in enumerate(zip(fields.texts, fields.values, strict=True)):
+        if values is None:
+            parts.append(text)
+        elif len(values) == _DISTINCT_VALUES[index] and not (index in (2, 4) and fields.either_day):
+            parts.append("*")
+        else:
+            parts.append(",".join(str(value) for value in sorted(values)))
+    return " ".join(parts)
 
 
 def _split(expression: str) -> list[str]:
@@ -243,45 +280,27 @@ def _alias(expression: str, alias: str) -> str:
     return ALIASES[alias]
 
 
-def _collapse_equal_ranges(text: str) -> str:
-    """Rewrite ``5-5`` and ``5-5/n`` as ``5``: croniter reads them as the whole field."""
-    parts = []
-    for part in text.split(","):
-        match = _RANGE.match(part)
-        if match and _same_value(match["low"], match["high"]):
-            part = match["low"]
-        parts.append(part)
-    return ",".join(parts)
-
-
-def _same_value(low: str, high: str) -> bool:
-    if low.isdigit() and high.isdigit():
-        return int(low) == int(high)
-    return low.lower() == high.lower()
-
-
-def _check_field(expression: str, index: int, text: str) -> None:
-    name, low, high = _FIELDS[index]
+def _refuse_hash_or_random(expression: str, index: int, text: str) -> None:
     if _HASH_OR_RANDOM.match(text):
         raise _invalid(
             expression,
-            f"field {name!r} value {text!r} uses croniter's hashed/random syntax, which is "
-            "not supported (every process must compute the same times)",
+            f"field {_FIELDS[index][0]!r} value {text!r} uses croniter's hashed/random "
+            "syntax, which is not supported (every process must compute the same times)",
         )
+
+
+def _check_extension_field(expression: str, index: int, text: str) -> None:
+    """A field with croniter's L, W or # syntax: croniter alone can say if it is valid."""
+    name, low, high = _FIELDS[index]
     probe = ["*"] * 5
     probe[index] = text
     try:
         croniter.expand(" ".join(probe))
     except (ValueError, TypeError) as exc:
-        raise _invalid(expression, _field_problem(name, low, high, text)) from exc
-
-
-def _field_problem(name: str, low: int, high: int, text: str) -> str:
-    for part in text.split(","):
-        for token in re.findall(r"\d+", part.split("/")[0]):
-            if not low <= int(token) <= high:
-                return f"field {name!r} value {int(token)} is out of range {low}-{high}"
-    return f"field {name!r} value {text!r} is not valid (allowed: {low}-{high}, *, a-b, */n, a,b)"
+        raise _invalid(
+            expression,
+            f"field {name!r} value {text!r} is not valid (allowed: {low}-{high}, *, a-b, */n, a,b)",
+        ) from exc
 
 
 def _invalid(expression: str, problem: str) -> InvalidCronExpression:
@@ -303,14 +322,26 @@ def _zone_message(name: object) -> str:
 
 
 def _zone_suggestions(name: str) -> list[str]:
+    """Zones spelled like ``name``: the same name in another case or without its region
+    (``bogota``), else the closest name within a small edit distance (``Europe/Pari``)."""
     wanted = name.strip().replace(" ", "_").casefold()
     if not wanted:
         return []
-    return sorted(
+    exact = sorted(
         zone
         for zone in _available_zones()
         if wanted in (zone.casefold(), zone.rsplit("/", 1)[-1].casefold())
     )
+    if exact:
+        return exact
+    folded = _folded_zones()
+    close = difflib.get_close_matches(wanted, folded, n=1, cutoff=_CLOSE_ENOUGH)
+    return [folded[close[0]]] if close else []
+
+
+@functools.lru_cache(maxsize=1)
+def _folded_zones() -> dict[str, str]:
+    return {zone.casefold(): zone for zone in _available_zones()}
 
 
 def zone_names() -> list[str]:

@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from . import cron
 from .arguments import check_payload, check_priority, check_queue, check_stored_payload
 from .conf import database_alias
 from .cronspec import DEFAULT_MAX_CATCH_UP, CronSpec, checked_spec
@@ -78,9 +79,12 @@ def code_target(definition: JobDefinition) -> Target:
 def dynamic_target(row: CronSchedule) -> Target:
     """The target of a dynamic schedule's row; raises UnknownJob when this process does
     not define its job (or defines it as a cron schedule), InvalidPayload when the stored
-    payload no longer binds to the job's handler (its code changed)."""
+    payload no longer binds to the job's handler (its code changed), and ValueError when
+    its expression or zone is refused (stored by an older version, or by hand)."""
     definition = _job_definition(row.name, row.job)
     check_stored_payload(definition, row.payload)
+    cron.validate_expression(row.expression)
+    cron.load_zone(row.tz)
     options = {**DEFAULTS, **row.options}
     window = options["catch_up_window"]
     retries = options["retries"]

@@ -74,17 +74,45 @@ def with_last_occurrence(queryset: QuerySet[CronSchedule]) -> QuerySet[CronSched
 
 
 def describe_expression(expression: str) -> str:
-    """``"30 2 * * 1-5"`` -> ``"At 02:30, Monday through Friday"``; '' if it cannot."""
-    from cron_descriptor import Options, get_description
+    """``"30 2 * * 1-5"`` -> ``"At 02:30, Monday through Friday"``; '' if it cannot.
+
+    When both day fields are restricted it says a day runs if *either* matches
+    (``"0 0 13 * FRI"``: "on day 13 of the month, or on Friday"); when one starts with
+    ``*`` a day must match both ("every 10 days, but only on Monday").
+    """
+    from cron_descriptor import ExpressionDescriptor, Options
 
     options = Options()
     options.use_24hour_time_format = True
     options.verbose = False
-    text = cron.ALIASES.get(expression.strip().lower(), expression)
     try:
-        return str(get_description(text, options))
+        text = cron.validate_expression(expression)
+        either = cron.days_match_either(text)
+    except cron.InvalidCronExpression:
+        text, either = cron.ALIASES.get(expression.strip().lower(), expression), False
+    try:
+        descriptor = ExpressionDescriptor(text, options)
+        days = descriptor.get_day_of_month_description()
+        weekdays = _weekdays(descriptor.get_day_of_week_description())
+        if not days or not weekdays:
+            return str(descriptor.get_description())
+        joined = ", or " if either else ", but only "
+        described = (
+            f"{descriptor.get_time_of_day_description()}{days}{joined}{weekdays}"
+            f"{descriptor.get_month_description()}{descriptor.get_year_description()}"
+        )
+        return described[:1].upper() + described[1:]
     except Exception:  # any expression cron-descriptor cannot read: show the raw one
         return ""
+
+
+def _weekdays(phrase: str) -> str:
+    """cron-descriptor's day-of-week phrase without its joining words (", or on Friday"
+    -> "on Friday"): the day rule decides those."""
+    phrase = phrase.removeprefix(", ")
+    for prefix in ("or ", "only "):
+        phrase = phrase.removeprefix(prefix)
+    return phrase
 
 
 @dataclass

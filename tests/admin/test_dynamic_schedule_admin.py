@@ -130,6 +130,10 @@ def test_add_with_an_empty_zone_takes_the_projects(admin_client, settings):
         ("expression", "0 8 * *", "expression"),
         ("expression", "61 * * * *", "61"),
         ("tz", "Paris", "did you mean 'Europe/Paris'?"),
+        ("tz", "America/NewYork", "did you mean 'America/New_York'?"),
+        ("expression", "*/90 * * * *", "has a step of 90"),
+        ("expression", "0 */25 * * *", "has a step of 25"),
+        ("expression", "0 0 31 2 *", "it can never run: February never has a day 31"),
         ("tz", "Mars/Olympus", "is not an IANA time zone name"),
         ("job", "tests.nightly", "not one of the available choices"),
         ("name", "", "This field is required."),
@@ -388,6 +392,26 @@ def test_preview_gives_the_description_and_next_five_runs(admin_client):
     assert runs == sorted(runs) and runs[0] > timezone.now() - dt.timedelta(minutes=1)
 
 
+@pytest.mark.parametrize(
+    ("expression", "description", "weekdays"),
+    [
+        ("0 8 13 * FRI", "At 08:00, on day 13 of the month, or on Friday", None),
+        ("0 8 1-7 * MON-FRI", "At 08:00, between day 1 and 7 of the month, or Monday", None),
+        ("0 8 */1 * MON", "At 08:00, only on Monday", {"Mon"}),
+        ("0 8 */10 * MON", "At 08:00, every 10 days, but only on Monday", {"Mon"}),
+        ("0 8 1 SEP-9 *", "At 08:00, on day 1 of the month, only in September", None),
+    ],
+)
+def test_preview_follows_the_day_rule(admin_client, expression, description, weekdays):
+    response = admin_client.get(PREVIEW, {"expression": expression, "tz": "UTC"})
+    answer = response.json()
+    assert answer["description"].startswith(description)
+    if weekdays is not None:
+        assert {run["utc"][:3] for run in answer["runs"]} == weekdays
+    if "SEP" in expression:
+        assert all("-09-01 08:00" in run["utc"] for run in answer["runs"])
+
+
 def test_preview_of_bad_input_is_a_400_with_the_message(admin_client):
     response = admin_client.get(PREVIEW, {"expression": "0 8 * *", "tz": "UTC"})
     assert response.status_code == 400
@@ -395,6 +419,12 @@ def test_preview_of_bad_input_is_a_400_with_the_message(admin_client):
     response = admin_client.get(PREVIEW, {"expression": "0 8 * * *", "tz": "Paris"})
     assert response.status_code == 400
     assert "did you mean 'Europe/Paris'?" in response.json()["error"]
+    response = admin_client.get(PREVIEW, {"expression": "0 0 30 2 *", "tz": "UTC"})
+    assert response.status_code == 400
+    assert "it can never run" in response.json()["error"]
+    response = admin_client.get(PREVIEW, {"expression": "*/61 * * * *", "tz": "Europe/Pari"})
+    assert response.status_code == 400
+    assert "step of 61" in response.json()["error"]
 
 
 def test_preview_refuses_unread_what_no_schedule_could_store(admin_client):

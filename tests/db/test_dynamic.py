@@ -5,6 +5,7 @@ now, backfill) for schedules made at run time."""
 import datetime as dt
 import json
 import logging
+import re
 from io import StringIO
 
 import pytest
@@ -181,6 +182,10 @@ def test_a_second_materialization_from_the_same_cursor_creates_nothing():
         ),
         ({"expression": "61 * * * *"}, ValueError, "field 'minute' value 61 is out of range"),
         ({"tz": "Bogota"}, ValueError, "did you mean 'America/Bogota'?"),
+        ({"tz": "America/NewYork"}, ValueError, "did you mean 'America/New_York'?"),
+        ({"expression": "*/90 * * * *"}, ValueError, "'*/90' has a step of 90"),
+        ({"expression": "*/61 * * * *"}, ValueError, "step of 61"),
+        ({"expression": "0 0 31 2 *"}, ValueError, "it can never run: February never has a day 31"),
         ({"catch_up": "some"}, ValueError, "option catch_up= must be one of"),
         ({"overlap": "queue"}, ValueError, "option overlap= must be 'allow' or 'skip'"),
         ({"retries": -1}, ValueError, "retries= must be an integer >= 0"),
@@ -289,6 +294,31 @@ def test_an_edit_is_checked_as_a_whole_and_writes_nothing_when_refused():
         schedule_row.edit(name="other")
     row = CronSchedule.objects.get(pk=schedule_row.pk)
     assert (row.job, row.expression) == (REPORT, "0 8 * * *")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"expression": "0 */25 * * *"}, "step of 25"),
+        ({"expression": "0 0 30 2 *"}, "it can never run: February never has a day 30"),
+        ({"tz": "Europe/Pari"}, "did you mean 'Europe/Paris'?"),
+    ],
+)
+def test_an_edit_refuses_what_cannot_mean_what_it_says(change, message):
+    schedule_row = create(utc(2026, 6, 1), tz="UTC")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        schedule_row.edit(**change)
+    row = CronSchedule.objects.get(pk=schedule_row.pk)
+    assert (row.expression, row.tz) == ("0 8 * * *", "UTC")
+
+
+def test_a_dynamic_schedule_follows_the_day_rule():
+    """ "*/1" leaves the day of the month unrestricted: Mondays only, as in Debian cron;
+    "SEP-9" is September alone."""
+    row = create(utc(2026, 6, 2), expression="0 8 */1 * MON", tz="UTC")  # a Tuesday
+    assert row.next_run == utc(2026, 6, 8, 8)
+    dynamic.edit(row, {"expression": "0 8 1 SEP-9 *"}, now=utc(2026, 6, 2))
+    assert CronSchedule.objects.get(pk=row.pk).next_run == utc(2026, 9, 1, 8)
 
 
 def test_code_schedules_cannot_be_edited_or_deleted():
@@ -544,3 +574,13 @@ def test_a_stored_payload_that_is_not_an_object_is_logged_and_skipped(caplog):
         assert materialize(utc(2026, 6, 1, 8, 0, 5)) == 0
     assert rows() == []
     assert "the stored payload must be a JSON object, got list" in caplog.text
+
+
+def test_a_stored_expression_now_refused_is_logged_and_skipped(caplog):
+    """A row saved before "never runs" and "step beyond the range" were refused."""
+    create(utc(2026, 6, 1, 7, 59), tz="UTC", expression="* * * * *")
+    CronSchedule.objects.update(expression="*/90 * * * *", next_run=utc(2026, 6, 1, 8))
+    with caplog.at_level(logging.WARNING, logger="django_cronqueue"):
+        assert materialize(utc(2026, 6, 1, 8, 0, 5)) == 0
+    assert rows() == []
+    assert "step of 90" in caplog.text

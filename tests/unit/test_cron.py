@@ -17,10 +17,11 @@ from unittest import mock
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from cronsim import CronSim
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from django_cronqueue import cron
+from django_cronqueue import cron, cronfields
 
 UTC = timezone.utc
 MINUTE = timedelta(minutes=1)
@@ -61,10 +62,25 @@ class Spec:
 
     fields: tuple[str, ...]
     values: tuple[frozenset[int], ...]  # minute, hour, day, month, weekday (0 = Sunday)
+    alias: str = ""  # written as this alias instead of the fields
 
     @property
     def expression(self) -> str:
-        return " ".join(self.fields)
+        return self.alias or " ".join(self.fields)
+
+    @property
+    def both_days(self) -> bool:
+        """Debian cron: a day field is unrestricted exactly when its text starts with "*";
+        unless both are restricted, a day must match both fields."""
+        return self.fields[2].startswith("*") or self.fields[4].startswith("*")
+
+    @property
+    def never_runs(self) -> bool:
+        """No listed month has any listed day, and the weekday cannot stand in."""
+        longest = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+        _, _, days, months, _ = self.values
+        possible = any(day <= longest[month - 1] for day in days for month in months)
+        return self.both_days and not possible
 
     @property
     def interval(self) -> bool:
@@ -75,7 +91,7 @@ class Spec:
         if wall.minute not in minutes or wall.hour not in hours or wall.month not in months:
             return False
         day_ok, weekday_ok = wall.day in days, wall.isoweekday() % 7 in weekdays
-        if self.fields[2] == "*" or self.fields[4] == "*":
+        if self.both_days:
             return day_ok and weekday_ok
         return day_ok or weekday_ok  # cron's rule when both day fields are restricted
 
@@ -138,57 +154,85 @@ KEY_ZONES = (
 OTHER_ZONES = sorted(zoneinfo.available_timezones() - {"localtime", "posixrules"})
 
 
+ALIASES = {  # the documented aliases, spelled out here rather than read from the module
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
 def _values(field: int, low: int, high: int, step: int = 1) -> frozenset[int]:
     numbers = range(low, high + 1, step)
     return frozenset(n % 7 for n in numbers) if field == 4 else frozenset(numbers)
 
 
-def _spell(value: int, field: int, names: tuple[str, ...] | None, use_name: bool) -> str:
+def _spell(value: int, field: int, names: tuple[str, ...] | None, draw: st.DrawFn) -> str:
+    """A value as a number (zero-padded sometimes) or a name in any case; Sunday as 0,
+    7 or SUN."""
     index = value - FIELD_RANGES[field][0]
-    if names is None or not use_name or index >= len(names):
-        return str(value)
-    return names[index]
+    spellings = [str(value), f"{value:02d}"]
+    if names is not None and index < len(names):
+        spellings += [names[index], names[index].lower(), names[index].title()]
+    return draw(st.sampled_from(spellings))
 
 
 @st.composite
 def list_items(draw: st.DrawFn, field: int) -> tuple[str, frozenset[int]]:
-    """One item of a field list: a, a-b, a-b/n or */n (names sometimes)."""
+    """One item of a field list: a, a-b, a-b/n, */n or a/n, names or numbers for each
+    bound (so a range may be written SEP-9 or mon-1)."""
     low, high, names = FIELD_RANGES[field]
+    top = 6 if field == 4 else high  # the last distinct value: a step may span up to it
     first = draw(st.integers(low, high))
     last = draw(st.integers(first, high))
-    step = draw(st.integers(1, max(1, high - low)))
-    use_name = draw(st.booleans())
-    a, b = _spell(first, field, names, use_name), _spell(last, field, names, use_name)
-    kind = draw(st.sampled_from(("value", "range", "stepped", "star-step")))
+    step = draw(st.integers(1, top - low))
+    a, b = _spell(first, field, names, draw), _spell(last, field, names, draw)
+    kind = draw(st.sampled_from(("value", "range", "stepped", "star-step", "start-step")))
     if kind == "value":
         return a, _values(field, first, first)
     if kind == "range":
         return f"{a}-{b}", _values(field, first, last)
     if kind == "stepped":
         return f"{a}-{b}/{step}", _values(field, first, last, step)
-    top = 6 if field == 4 else high
-    return f"*/{step}", _values(field, low, top, step)
+    if kind == "start-step":
+        return f"{a}/{step}", _values(field, first, high, step)
+    return f"*/{step}", _values(field, low, high, step)
 
 
 @st.composite
 def fields(draw: st.DrawFn, field: int) -> tuple[str, frozenset[int]]:
     low, high, _ = FIELD_RANGES[field]
-    full = _values(field, low, 6 if field == 4 else high)
     if draw(st.integers(0, 3)) == 0:
-        return "*", full
+        return "*", _values(field, low, high)
     items = draw(st.lists(list_items(field), min_size=1, max_size=3))
     text = ",".join(item for item, _ in items)
-    values = frozenset().union(*(v for _, v in items))
-    if field in (2, 4) and values == full:
-        return "*", full  # croniter treats full non-* day fields specially; keep it simple
-    return text, values
+    return text, frozenset().union(*(v for _, v in items))
 
 
 @st.composite
-def specs(draw: st.DrawFn) -> Spec:
+def any_specs(draw: st.DrawFn) -> Spec:
+    if draw(st.integers(0, 9)) == 0:
+        alias = draw(st.sampled_from(sorted(ALIASES)))
+        spec = Spec(tuple(ALIASES[alias].split()), (), alias)
+        values = tuple(
+            _values(i, FIELD_RANGES[i][0], FIELD_RANGES[i][1])
+            if text == "*"
+            else _values(i, int(text), int(text))
+            for i, text in enumerate(spec.fields)
+        )
+        return Spec(spec.fields, values, draw(st.sampled_from((alias, alias.upper()))))
     drawn = [draw(fields(index)) for index in range(5)]
     texts = tuple(text for text, _ in drawn)
     return Spec(texts, tuple(values for _, values in drawn))
+
+
+def specs() -> st.SearchStrategy[Spec]:
+    """Expressions that can run (``test_never_running_expressions_are_refused`` checks
+    the others)."""
+    return any_specs().filter(lambda spec: not spec.never_runs)
 
 
 @functools.cache
@@ -256,6 +300,39 @@ def test_occurrences_match_the_minute_by_minute_reference(spec: Spec, window: Wi
     assert cron.is_interval(spec.expression) == spec.interval
 
 
+@settings(PROPERTY_SETTINGS, max_examples=200)
+@given(any_specs())
+def test_never_running_expressions_are_refused(spec: Spec) -> None:
+    if spec.never_runs:
+        with pytest.raises(cron.InvalidCronExpression, match="it can never run"):
+            cron.validate_expression(spec.expression)
+    else:
+        assert cron.validate_expression(spec.expression)
+        assert cron.days_match_either(spec.expression) is not spec.both_days
+
+
+def _equal_stepped_range(text: str) -> bool:
+    def number(bound: str) -> int:
+        names = MONTHS if bound.upper() in MONTHS else WEEKDAYS
+        return int(bound) if bound.isdigit() else names.index(bound.upper())
+
+    ranges = (item.split("/")[0].split("-") for item in text.split(",") if "/" in item)
+    return any(len(bounds) == 2 and number(bounds[0]) == number(bounds[1]) for bounds in ranges)
+
+
+@settings(PROPERTY_SETTINGS, max_examples=60)
+@given(specs(), st.integers(0, 10 * 365 * 24 * 60))
+def test_cronsim_agrees_in_utc(spec: Spec, minutes: int) -> None:
+    """cronsim (written to match Debian cron) as a second, independent oracle. It reads
+    an equal range with a step (``7-7/2``) as running to the field's end; cron, the docs
+    and the reference above read one value."""
+    assume(not any(_equal_stepped_range(text) for text in spec.fields))
+    start = datetime(2020, 1, 1) + minutes * MINUTE
+    expected = list(itertools.islice(CronSim(" ".join(spec.fields), start), 20))
+    got = cron.next_occurrences(spec.expression, "UTC", start.replace(tzinfo=UTC), 20)
+    assert [t.replace(tzinfo=None) for t in got] == expected
+
+
 @settings(PROPERTY_SETTINGS, max_examples=75)
 @given(specs(), windows(), st.floats(0, 1))
 def test_adjacent_windows_add_up(spec: Spec, window: Window, split: float) -> None:
@@ -302,8 +379,7 @@ def test_iter_occurrences_computes_about_what_is_taken(
     assert len(bounded_enumeration) <= 1001 + 2 * cron.ITEMS_PER_WINDOW + 120
 
 
-def test_iter_occurrences_of_an_impossible_or_empty_range_yields_nothing() -> None:
-    assert list(cron.iter_occurrences("0 0 30 2 *", "UTC", utc(2026, 1, 1), utc(2126, 1, 1))) == []
+def test_iter_occurrences_of_an_empty_range_yields_nothing() -> None:
     assert list(cron.iter_occurrences("* * * * *", "UTC", utc(2026, 1, 2), utc(2026, 1, 1))) == []
 
 
@@ -449,10 +525,62 @@ def test_feb_29() -> None:
     ]
 
 
-@pytest.mark.parametrize("expression", ["0 0 30 2 *", "0 0 31 4,6,9,11 *"])
-def test_impossible_dates_return_nothing(expression: str) -> None:
-    assert cron.next_occurrences(expression, "UTC", utc(2026, 1, 1), 5) == []
-    assert cron.occurrences(expression, "UTC", utc(2026, 1, 1), utc(2036, 1, 1)) == []
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("0 0 30 2 *", "it can never run: February never has a day 30"),
+        ("0 0 31 2 *", "it can never run: February never has a day 31"),
+        ("0 0 30,31 FEB */2", "February never has a day 30 or 31"),
+        ("0 0 31 4,6,9,11 *", "April, June, September, November never have a day 31"),
+        ("0 0 31 APR-JUN/2 *", "April, June never have a day 31"),
+    ],
+)
+def test_expressions_that_can_never_run_are_refused(expression: str, problem: str) -> None:
+    with pytest.raises(cron.InvalidCronExpression, match=problem):
+        cron.validate_expression(expression)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "0 0 29 2 *",  # leap years
+        "0 0 30 2 MON",  # both day fields restricted: every Monday of February
+        "0 0 31 2,3 *",  # March has a 31st
+        "0 0 L 2 *",
+    ],
+)
+def test_rare_expressions_are_accepted(expression: str) -> None:
+    assert cron.next_occurrences(expression, "UTC", utc(2026, 1, 1), 1)
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        (
+            "*/90 * * * *",
+            "field 'minute' value '*/90' has a step of 90, more than the field's "
+            "range 0-59 allows: it selects only minute 0 (once an hour)",
+        ),
+        ("*/61 * * * *", "step of 61"),
+        ("*/60 * * * *", "step of 60"),
+        ("10-50/60 * * * *", "it selects only minute 10"),
+        ("0 */25 * * *", "field 'hour' value '*/25' has a step of 25"),
+        ("0 0 */31 * *", "it selects only day 1 (once a month)"),
+        ("0 0 1 */12 *", "it selects only January (once a year)"),
+        ("0 0 * * */7", "it selects only SUN (once a week)"),
+    ],
+)
+def test_steps_beyond_the_field_are_refused(expression: str, problem: str) -> None:
+    with pytest.raises(cron.InvalidCronExpression) as caught:
+        cron.validate_expression(expression)
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "expression", ["*/59 * * * *", "0 */23 * * *", "0 0 */30 * *", "0 0 1 */11 *", "0 0 * * */6"]
+)
+def test_the_largest_steps_are_accepted(expression: str) -> None:
+    assert cron.validate_expression(expression) == expression
 
 
 @pytest.mark.parametrize("count", [0, -1])
@@ -536,15 +664,61 @@ def test_last_day_of_month() -> None:
     assert got == [utc(2026, 1, 31), utc(2026, 2, 28), utc(2026, 3, 31)]
 
 
+def days(expression: str, after: datetime, until: datetime) -> list[int]:
+    return [t.day for t in cron.occurrences(expression, "UTC", after, until)]
+
+
 def test_day_of_month_or_day_of_week() -> None:
-    # Both restricted: either matches (croniter's rule, also for "*/2"; Vixie cron would
-    # AND a day field that starts with "*").
-    got = cron.occurrences("0 0 13 * FRI", "UTC", utc(2026, 2, 1), utc(2026, 3, 1))
-    assert [t.day for t in got] == [6, 13, 20, 27]
-    got = cron.occurrences("0 0 */10 * MON", "UTC", utc(2026, 6, 1), utc(2026, 6, 15))
-    assert [t.day for t in got] == [8, 11, 15]
-    got = cron.occurrences("0 0 * * MON", "UTC", utc(2026, 6, 1), utc(2026, 6, 15))
-    assert [t.day for t in got] == [8, 15]
+    # Debian cron: a day field is unrestricted exactly when its text starts with "*".
+    # Both restricted: a day matches if either matches.
+    feb, june = (utc(2026, 2, 1), utc(2026, 3, 1)), (utc(2026, 5, 31), utc(2026, 6, 30))
+    assert days("0 0 13 * FRI", *feb) == [6, 13, 20, 27]
+    assert cron.days_match_either("0 0 13 * FRI")
+    assert days("0 0 1-31 * MON", *feb) == [*range(2, 29), 1]
+    assert days("0 0 15 * 0-6", *feb) == [*range(2, 29), 1]
+    assert days("0 0 5,10 * SUN-7", *feb) == [*range(2, 29), 1]  # 0-7: every day
+    # One starts with "*": both must match ("*" matches every day).
+    assert days("0 0 */10 * MON", *june) == [1]  # days 1, 11, 21 that are Mondays
+    assert not cron.days_match_either("0 0 */10 * MON")
+    assert days("0 0 */1 * MON", *june) == [1, 8, 15, 22, 29]
+    assert days("0 0 * * MON", *june) == [1, 8, 15, 22, 29]
+    assert days("0 0 9 * */1", *june) == [9]
+    assert days("0 0 9 * */2", *june) == [9]  # June 9th 2026 is a Tuesday (2)
+    assert days("0 0 10 * */2", *june) == []  # a Wednesday
+    assert days("0 0 ? * MON", *june) == [1, 8, 15, 22, 29]
+    assert days("0 0 5 * ?", *june) == [5]
+    assert not cron.days_match_either("@weekly")
+
+
+@pytest.mark.parametrize(
+    ("expression", "same_as"),
+    [
+        ("0 0 1 SEP-9 *", "0 0 1 9 *"),
+        ("0 0 1 9-SEP *", "0 0 1 9 *"),
+        ("0 0 * * mon-1", "0 0 * * 1"),
+        ("0 0 * * SUN-0", "0 0 * * 0"),
+        ("0 0 * * 7-SUN", "0 0 * * 0"),
+        ("0 0 * * 0-7", "0 0 * * *"),
+        ("0 0 * * FRI-5", "0 0 * * 5"),
+        ("0 0 * * 5-7", "0 0 * * 0,5,6"),
+        ("0 0 * * FRI-MON", "0 0 * * 0,1,5,6"),
+        ("0 22-1 * * *", "0 0,1,22,23 * * *"),
+        ("0 22-2/2 * * *", "0 0,2,22 * * *"),
+        ("5/20 * * * *", "5,25,45 * * * *"),
+        ("0 0 * * 1/2", "0 0 * * 0,1,3,5"),  # 1-7/2: Sunday is 7
+        ("0 0 * * 05", "0 0 * * 5"),
+    ],
+)
+def test_values_not_spelling(expression: str, same_as: str) -> None:
+    after = utc(2026, 1, 1)
+    assert cron.next_occurrences(expression, "UTC", after, 60) == cron.next_occurrences(
+        same_as, "UTC", after, 60
+    )
+
+
+def test_equal_ranges_are_written_as_one_value() -> None:
+    assert cron.validate_expression("0 0 1 SEP-9 *") == "0 0 1 SEP *"
+    assert cron.validate_expression("0 0 * * mon-1,SUN-7,0-SUN") == "0 0 * * mon,SUN-7,0"
 
 
 @pytest.mark.parametrize(
@@ -573,6 +747,29 @@ def test_load_zone() -> None:
     assert isinstance(caught.value, ValueError)
     with pytest.raises(cron.InvalidTimeZone, match="'America/New_York'"):
         cron.load_zone("new york")
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("America/NewYork", "America/New_York"),
+        ("Europe/Pari", "Europe/Paris"),
+        ("Amerca/Chicago", "America/Chicago"),
+        ("Asia/Tokio", "Asia/Tokyo"),
+        ("Europ/London", "Europe/London"),
+    ],
+)
+def test_a_zone_typo_gets_the_closest_name(typo: str, meant: str) -> None:
+    with pytest.raises(cron.InvalidTimeZone) as caught:
+        cron.load_zone(typo)
+    assert str(caught.value) == (f"{typo!r} is not an IANA time zone name; did you mean {meant!r}?")
+
+
+@pytest.mark.parametrize("name", ["Nowhere/Atlantis", "Foo/Bar", "America"])
+def test_a_name_like_no_zone_gets_no_suggestion(name: str) -> None:
+    with pytest.raises(cron.InvalidTimeZone) as caught:
+        cron.load_zone(name)
+    assert "did you mean" not in str(caught.value)
 
 
 @pytest.mark.parametrize("name", ["Nowhere/Atlantis", "", "America", "../etc/passwd", "localtime"])
@@ -652,15 +849,33 @@ def test_module_is_pure() -> None:
         )
     }
     assert imported <= {
+        "",  # from . import cronfields
         "__future__",
         "collections",
         "copy",
         "croniter",
+        "difflib",
         "dataclasses",
         "datetime",
         "functools",
         "re",
         "zoneinfo",
     }
+    relative = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level
+        for alias in node.names
+    }
+    assert relative == {"cronfields"}
     called = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     assert not called & {"now", "utcnow", "today", "time", "monotonic"}
+    fields_tree = ast.parse(inspect.getsource(cronfields))
+    assert {
+        alias.name
+        for node in ast.walk(fields_tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (
+            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+        )
+    } <= {"__future__", "dataclasses", "re"}
