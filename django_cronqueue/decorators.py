@@ -91,6 +91,8 @@ class EnqueueOptions:
 
 
 Decorator = Callable[[Callable[..., Any]], JobHandle]
+# retry_on= / discard_on=: an exception class or a tuple of them.
+ExceptionOption = type[BaseException] | tuple[type[BaseException], ...]
 
 
 @overload
@@ -112,6 +114,8 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    retry_on: ExceptionOption | None = None,
+    discard_on: ExceptionOption | None = None,
 ) -> Decorator: ...
 
 
@@ -129,6 +133,8 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    retry_on: ExceptionOption | None = None,
+    discard_on: ExceptionOption | None = None,
 ) -> JobHandle | Decorator:
     """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
 
@@ -149,6 +155,8 @@ def job(
             rate_limit=rate_limit,
             kind=JobHandle,
             dedupe_for=dedupe_for,
+            retry_on=retry_on,
+            discard_on=discard_on,
         )
         assert isinstance(handle, JobHandle)
         return handle
@@ -173,6 +181,8 @@ def cron(
     queue: str | None = None,
     priority: int = 0,
     on_failed: OnFailed | None = None,
+    retry_on: ExceptionOption | None = None,
+    discard_on: ExceptionOption | None = None,
     **unsupported: Any,
 ) -> Decorator:
     """Register a function as a cron schedule: ``@jobs.cron("30 2 * * *", tz=...)``."""
@@ -217,6 +227,8 @@ def cron(
             on_failed=on_failed,
             cron=spec,
             kind=JobHandle,
+            retry_on=retry_on,
+            discard_on=discard_on,
         )
         assert isinstance(handle, JobHandle)
         return handle

@@ -166,7 +166,7 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
             outcome.error,
             now=now,
             definition=outcome.definition,
-            final=outcome.final,
+            final=outcome.final or outcome.definition.gives_up_on(outcome.error),
             progress=outcome.progress,
         )
         if result == Outcome.CANCELLED:

@@ -4,7 +4,7 @@
 ``jobs.enqueue``, ``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``,
 ``jobs.UnknownJob``, ``jobs.InvalidPayload`` and ``jobs.TickResult``; control of running
 work: ``jobs.current``, ``jobs.JobContext``, ``jobs.cancel``, ``jobs.JobCancelled``,
-``jobs.Snooze``, ``jobs.pause`` and ``jobs.resume``.
+``jobs.Snooze``, ``jobs.Discard``, ``jobs.pause`` and ``jobs.resume``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .backoff import exponential
 from .context import JobContext, current
 from .cronspec import CronRun
 from .decorators import JobHandle, cron, job
-from .exceptions import InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
+from .exceptions import Discard, InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
 from .registry import JobDefinition
 from .results import TickResult
 from .workflows import Chain, Group, Signature
@@ -32,6 +32,7 @@ __all__ = [
     "Batch",
     "Chain",
     "CronRun",
+    "Discard",
     "Group",
     "InvalidPayload",
     "JobCancelled",
