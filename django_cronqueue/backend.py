@@ -99,6 +99,7 @@ class TaskDefinition(JobDefinition):
 
     task: Any = None
     unstorable_result_fails: ClassVar[bool] = True
+    typed_values: ClassVar[bool] = False  # Django's rule: arguments must be JSON
 
 
 # The TaskResult of the task run starting in this thread (set by the job_started

@@ -71,6 +71,9 @@ class JobDefinition:
     # A return value the database cannot store: dropped (False), or a final failure
     # with a TypeError (True: Django's Tasks framework specifies it).
     unstorable_result_fails: ClassVar[bool] = False
+    # Payload values of the types typedjson knows (datetime, Decimal, ...) are stored
+    # tagged and given back as those types (False: JSON only, as Django Tasks say).
+    typed_values: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.func)
