@@ -15,15 +15,18 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from . import typedjson
 from .conf import get_settings
 from .exceptions import InvalidPayload
 from .flowspec import MAX_LIMIT_KEY_LENGTH, key_from_value, key_problem
 from .registry import JobDefinition
 from .validation import (
+    JSON_ADVICE,
     MAX_DEDUPE_KEY_LENGTH,
     MAX_PRIORITY,
     MAX_QUEUE_LENGTH,
     MIN_PRIORITY,
+    TYPED_ADVICE,
     is_finite_number,
     is_priority,
     is_queue_name,
@@ -43,6 +46,9 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             f"Job {name!r}: the payload must be a dict of keyword arguments, "
             f"got {type(payload).__name__}."
         )
+    advice = JSON_ADVICE
+    if definition.typed_values:
+        payload, advice = _encoded(name, payload), TYPED_ADVICE
     for key, value in payload.items():
         if not isinstance(key, str):
             raise InvalidPayload(
@@ -50,7 +56,7 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
                 "strings (they are the handler's keyword arguments)."
             )
         problem = text_problem(key, f"payload key {key!r}") or json_problem(
-            value, key, noun="payload key", depth=2, inside=[payload]
+            value, key, noun="payload key", depth=2, inside=[payload], advice=advice
         )
         if problem:
             raise InvalidPayload(f"Job {name!r}: {problem}")
@@ -64,6 +70,19 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             "(CRONQUEUE['MAX_PAYLOAD_BYTES']). Store large data elsewhere and pass its id."
         )
     return payload
+
+
+def _encoded(name: str, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The payload with its datetime, Decimal, UUID... values tagged (typedjson); the
+    same mapping when it holds none (the JSON checks then see its circular references)."""
+    encoded = {}
+    for key, value in payload.items():
+        try:
+            encoded[key] = typedjson.encode(value)
+        except ValueError as exc:
+            raise InvalidPayload(f"Job {name!r}: payload key {key!r} {exc}.") from None
+    same = all(encoded[key] is value for key, value in payload.items())
+    return payload if same else encoded
 
 
 def check_stored_payload(definition: JobDefinition, payload: Any) -> None:

@@ -1,4 +1,4 @@
-"""A backend for Django's Tasks framework (Django >= 6.0).
+"""A backend for Django's Tasks framework (Django >= 6.0, or the django-tasks backport).
 
 ``TASKS = {"default": {"BACKEND": "django_cronqueue.backend.CronQueueBackend"}}`` makes
 functions decorated with ``django.tasks.task`` enqueue as ``Job`` rows. ``runjobs`` runs
@@ -22,8 +22,9 @@ bound to the function's signature), raising ``jobs.InvalidPayload`` (a TypeError
 Django documents) at the call site. A return value no database can store fails the task
 with a TypeError, without a retry.
 
-This module imports on Django 5.2, where ``django.tasks`` does not exist; using the
-backend there raises ``ImproperlyConfigured``.
+On Django 5.2, where ``django.tasks`` does not exist, the backend runs on the
+``django-tasks`` package (the same API, as ``django_tasks``) when it is installed; without
+it this module still imports, and using the backend raises ``ImproperlyConfigured``.
 """
 
 from __future__ import annotations
@@ -46,20 +47,27 @@ from . import signals
 from .conf import database_alias
 from .exceptions import InvalidPayload
 from .registry import JobDefinition, registry, validate_common_options
+from .taskapi import (
+    PROVIDER,
+    InvalidTask,
+    InvalidTaskBackend,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    normalize_json,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from .taskapi import BaseTaskBackend as _BaseTaskBackend
 from .validation import MAX_NAME_LENGTH, is_finite_number, is_int
 
-try:
-    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
-    from django.tasks.backends.base import BaseTaskBackend
-    from django.tasks.base import TaskError
-    from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
-    from django.utils.json import normalize_json
-
-    HAS_DJANGO_TASKS = True
-except ImportError:  # Django < 6.0
-    BaseTaskBackend = object  # type: ignore[assignment,misc]
-    HAS_DJANGO_TASKS = False
+# django.tasks (Django >= 6.0) or the django-tasks backport (Django 5.2): see taskapi.
+HAS_DJANGO_TASKS = PROVIDER is not None
+BaseTaskBackend: Any = _BaseTaskBackend if HAS_DJANGO_TASKS else object
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -79,9 +87,10 @@ def _require_django_tasks() -> None:
         import django
 
         raise ImproperlyConfigured(
-            "django_cronqueue.backend.CronQueueBackend needs Django's Tasks framework "
-            f"(Django >= 6.0); this is Django {django.get_version()}. Remove it from the "
-            "TASKS setting, or enqueue with django_cronqueue.jobs instead."
+            "django_cronqueue.backend.CronQueueBackend needs Django's Tasks framework: "
+            f"Django >= 6.0, or on Django {django.get_version()} the django-tasks package "
+            "(pip install 'django-cronqueue[tasks]'). Install it, remove the backend from "
+            "the TASKS setting, or enqueue with django_cronqueue.jobs instead."
         )
 
 
@@ -99,6 +108,7 @@ class TaskDefinition(JobDefinition):
 
     task: Any = None
     unstorable_result_fails: ClassVar[bool] = True
+    typed_values: ClassVar[bool] = False  # Django's rule: arguments must be JSON
 
 
 # The TaskResult of the task run starting in this thread (set by the job_started

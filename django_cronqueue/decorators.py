@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, overload
+from typing import Any, NoReturn, overload
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from .backoff import BackoffFunction
@@ -25,19 +26,40 @@ from .workflows import Signature, enqueue_after
 class JobHandle(JobDefinition):
     """What ``@jobs.job`` and ``@jobs.cron`` return."""
 
-    def enqueue(self, **payload: Any) -> Job:
-        """Enqueue one run with these keyword arguments."""
-        return enqueue(self, payload)
+    def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+        """Enqueue one run with these arguments: positional ones are bound to the
+        handler's parameters and stored by name."""
+        return enqueue(self, bind_arguments(self, args, kwargs))
+
+    async def aenqueue(self, *args: Any, **kwargs: Any) -> Job:
+        """``enqueue`` for async code (run in a thread by ``sync_to_async``)."""
+        return await sync_to_async(self.enqueue)(*args, **kwargs)
+
+    @property
+    def delay(self) -> NoReturn:
+        raise AttributeError(
+            f"Job {self.name!r} has no .delay(): enqueue it with "
+            f"{self.func.__name__}.enqueue(...), which takes the same positional and keyword "
+            "arguments."
+        )
+
+    @property
+    def apply_async(self) -> NoReturn:
+        raise AttributeError(
+            f"Job {self.name!r} has no .apply_async(): enqueue it with "
+            f"{self.func.__name__}.enqueue(...), and pass options with {self.func.__name__}"
+            ".using(delay=..., run_at=..., queue=..., priority=...).enqueue(...)."
+        )
 
     def using(self, **options: Any) -> EnqueueOptions:
         """Options (run_at, delay, dedupe_key, dedupe_for, priority, queue, after) for the
         next ``.enqueue()``."""
         return EnqueueOptions(self, options)
 
-    def s(self, **payload: Any) -> Signature:
-        """A signature of one run with these keyword arguments, for ``jobs.chain`` and
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of one run with these arguments, for ``jobs.chain`` and
         ``jobs.group``; checked now, written by the workflow's ``enqueue()``."""
-        return Signature.make(self, payload, {})
+        return Signature.make(self, bind_arguments(self, args, kwargs), {})
 
 
 class EnqueueOptions:
@@ -57,10 +79,14 @@ class EnqueueOptions:
         self.definition = definition
         self.options = options
 
-    def enqueue(self, **payload: Any) -> Job:
+    def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+        payload = bind_arguments(self.definition, args, kwargs)
         if "after" in self.options:
             return self._enqueue_after(payload)
         return enqueue(self.definition, payload, **self.options)
+
+    async def aenqueue(self, *args: Any, **kwargs: Any) -> Job:
+        return await sync_to_async(self.enqueue)(*args, **kwargs)
 
     def _enqueue_after(self, payload: dict[str, Any]) -> Job:
         options = {key: value for key, value in self.options.items() if key != "after"}
@@ -72,9 +98,11 @@ class EnqueueOptions:
             )
         return enqueue_after(self.definition, payload, self.options["after"], options)
 
-    def s(self, **payload: Any) -> Signature:
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
         """A signature with these options (run_at, delay, priority, queue)."""
-        return Signature.make(self.definition, payload, self.options)
+        return Signature.make(
+            self.definition, bind_arguments(self.definition, args, kwargs), self.options
+        )
 
     def enqueue_many(self, payloads: Iterable[Mapping[str, Any]]) -> list[Job]:
         if "after" in self.options:
@@ -90,7 +118,39 @@ class EnqueueOptions:
         return enqueue_many(self.definition, payloads, **self.options)
 
 
+def bind_arguments(
+    definition: JobDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The payload of a call: ``kwargs``, and each of ``args`` under the name of the
+    parameter it binds to (the handler's signature, read once when it was defined).
+    Raises TypeError naming the job and the signature."""
+    if not args:
+        return kwargs
+    where = f"Job {definition.name!r} ({definition.qualified_function}{definition.signature})"
+    if definition.cron is not None:
+        raise TypeError(f"{where} is a cron schedule: its enqueue() takes no arguments.")
+    try:
+        bound = definition.signature.bind_partial(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{where}: {exc}.") from None
+    payload: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        kind = definition.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            payload.update(value)
+        elif kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
+            raise TypeError(
+                f"{where}: {name!r} is a positional-only or *args parameter, which cannot "
+                "be stored by name; make it a normal parameter."
+            )
+        else:
+            payload[name] = value
+    return payload
+
+
 Decorator = Callable[[Callable[..., Any]], JobHandle]
+# retry_on= / discard_on=: an exception class or a tuple of them.
+ExceptionOption = type[BaseException] | tuple[type[BaseException], ...]
 
 
 @overload
@@ -112,6 +172,8 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    retry_on: ExceptionOption | None = None,
+    discard_on: ExceptionOption | None = None,
 ) -> Decorator: ...
 
 
@@ -129,6 +191,8 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    retry_on: ExceptionOption | None = None,
+    discard_on: ExceptionOption | None = None,
 ) -> JobHandle | Decorator:
     """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
 
@@ -149,6 +213,8 @@ def job(
             rate_limit=rate_limit,
             kind=JobHandle,
             dedupe_for=dedupe_for,
+            retry_on=retry_on,
+            discard_on=discard_on,
         )
         assert isinstance(handle, JobHandle)
         return handle
@@ -173,6 +239,8 @@ def cron(
     queue: str | None = None,
     priority: int = 0,
     on_failed: OnFailed | None = None,
+    retry_on: ExceptionOption | None = None,
+    discard_on: ExceptionOption | None = None,
     **unsupported: Any,
 ) -> Decorator:
     """Register a function as a cron schedule: ``@jobs.cron("30 2 * * *", tz=...)``."""
@@ -217,6 +285,8 @@ def cron(
             on_failed=on_failed,
             cron=spec,
             kind=JobHandle,
+            retry_on=retry_on,
+            discard_on=discard_on,
         )
         assert isinstance(handle, JobHandle)
         return handle

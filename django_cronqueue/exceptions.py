@@ -46,6 +46,19 @@ def _too_long(delay: str) -> ValueError:
     )
 
 
+class Discard(Exception):
+    """Raised by a handler to give up: the job ends ``failed`` at once, without a retry,
+    with ``Discard: <reason>`` in ``last_error``, and ``on_failed`` is called.
+
+    ``raise jobs.Discard("account closed")``; Celery's ``Reject``/``Ignore`` and
+    Active Job's ``discard_on`` in one.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
 class Snooze(Exception):
     """Raised by a handler to run again later without using up an attempt: the row goes
     back to ``pending``, due at ``now + delay``, and ``Job.snoozes`` counts it.

@@ -21,7 +21,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models import Q
 
-from . import lifecycle, signals
+from . import lifecycle, signals, typedjson
 from .claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_successes
 from .conf import database_alias, get_settings
 from .context import JobContext, activate
@@ -166,7 +166,7 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
             outcome.error,
             now=now,
             definition=outcome.definition,
-            final=outcome.final,
+            final=outcome.final or outcome.definition.gives_up_on(outcome.error),
             progress=outcome.progress,
         )
         if result == Outcome.CANCELLED:
@@ -350,6 +350,8 @@ def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext
         context.scheduled_for = run.scheduled_for
         args: tuple[Any, ...] = (run,)
         kwargs: dict[str, Any] = {}
+    elif job.tagged and definition.typed_values:
+        args, kwargs = (), typedjson.decode(job.payload)
     else:
         args, kwargs = (), job.payload
     with activate(context):

@@ -1,10 +1,10 @@
 """The public API: ``from django_cronqueue import jobs``.
 
-``jobs.job``, ``jobs.cron``, ``jobs.CronRun``,
-``jobs.enqueue``, ``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``,
-``jobs.UnknownJob``, ``jobs.InvalidPayload`` and ``jobs.TickResult``; control of running
-work: ``jobs.current``, ``jobs.JobContext``, ``jobs.cancel``, ``jobs.JobCancelled``,
-``jobs.Snooze``, ``jobs.pause`` and ``jobs.resume``.
+``jobs.job``, ``jobs.cron``, ``jobs.CronRun``, ``jobs.enqueue``, ``jobs.aenqueue``,
+``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``, ``jobs.UnknownJob``,
+``jobs.InvalidPayload`` and ``jobs.TickResult``; control of running work:
+``jobs.current``, ``jobs.JobContext``, ``jobs.cancel``, ``jobs.acancel``,
+``jobs.JobCancelled``, ``jobs.Snooze``, ``jobs.Discard``, ``jobs.pause`` and ``jobs.resume``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.apps import apps
 
 from .backoff import exponential
 from .context import JobContext, current
 from .cronspec import CronRun
 from .decorators import JobHandle, cron, job
-from .exceptions import InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
+from .exceptions import Discard, InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
 from .registry import JobDefinition
 from .results import TickResult
 from .workflows import Chain, Group, Signature
@@ -32,6 +33,7 @@ __all__ = [
     "Batch",
     "Chain",
     "CronRun",
+    "Discard",
     "Group",
     "InvalidPayload",
     "JobCancelled",
@@ -43,6 +45,8 @@ __all__ = [
     "Snooze",
     "TickResult",
     "UnknownJob",
+    "acancel",
+    "aenqueue",
     "cancel",
     "chain",
     "cron",
@@ -68,10 +72,19 @@ def enqueue(
     priority: int | None = None,
     queue: str | None = None,
     dedupe_for: dt.timedelta | None = None,
+    **arguments: Any,
 ) -> Job:
-    """Enqueue one run of ``job`` (its name or handle); see ``django_cronqueue.enqueue``."""
+    """Enqueue one run of ``job`` (its name or handle) with ``payload``, or with keyword
+    arguments (``jobs.enqueue(send_receipt, order_id=1)``); see ``django_cronqueue.enqueue``."""
     from .enqueue import enqueue as _enqueue
 
+    if arguments:
+        if payload is not None:
+            raise TypeError(
+                f"jobs.enqueue({_job_name(job)!r}, ...) got a payload dict and keyword "
+                f"arguments ({', '.join(arguments)}): pass one or the other."
+            )
+        payload = arguments
     return _enqueue(
         job,
         payload,
@@ -82,6 +95,17 @@ def enqueue(
         queue=queue,
         dedupe_for=dedupe_for,
     )
+
+
+def _job_name(job: object) -> str:
+    return job.name if isinstance(job, JobDefinition) else str(job)
+
+
+async def aenqueue(
+    job: str | JobDefinition, payload: Mapping[str, Any] | None = None, **options: Any
+) -> Job:
+    """``jobs.enqueue`` for async code (run in a thread by ``sync_to_async``)."""
+    return await sync_to_async(enqueue)(job, payload, **options)
 
 
 def enqueue_many(
@@ -117,6 +141,11 @@ def cancel(job: Job | int, reason: str = "", *, by: str = "") -> Cancellation:
 
     row = job if isinstance(job, JobModel) else _job_row(job)
     return cancel_job(row, reason=reason, by=by)
+
+
+async def acancel(job: Job | int, reason: str = "", *, by: str = "") -> Cancellation:
+    """``jobs.cancel`` for async code (run in a thread by ``sync_to_async``)."""
+    return await sync_to_async(cancel)(job, reason, by=by)
 
 
 def _job_row(job_id: object) -> Job:

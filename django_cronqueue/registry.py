@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from .backoff import DEFAULT_BACKOFF, BackoffFunction
 from .conf import get_settings
 from .cronspec import CronSpec
-from .exceptions import UnknownJob
+from .exceptions import Discard, UnknownJob
 from .flowspec import RateLimit, parse_rate_limit
 from .validation import (
     MAX_NAME_LENGTH,
@@ -39,6 +39,8 @@ from .validation import (
 OnFailed = Callable[[Any, BaseException], Any]
 # limit_by: a payload key, or a callable payload -> limit key.
 LimitBy = str | Callable[[dict[str, Any]], str]
+# retry_on / discard_on: exception classes, as ``except`` takes them.
+ExceptionClasses = tuple[type[BaseException], ...]
 
 
 @dataclass(eq=False)
@@ -60,11 +62,18 @@ class JobDefinition:
     # payload at enqueue) when limit_by is set, else to the name as a whole.
     limit_by: LimitBy | None = None
     rate_limit: RateLimit | None = None
+    # Which exceptions a handler raises are retried: only ``retry_on`` ones when it is
+    # set (None: every one), never ``discard_on`` ones nor ``jobs.Discard``.
+    retry_on: ExceptionClasses | None = None
+    discard_on: ExceptionClasses = ()
     signature: inspect.Signature = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
     # A return value the database cannot store: dropped (False), or a final failure
     # with a TypeError (True: Django's Tasks framework specifies it).
     unstorable_result_fails: ClassVar[bool] = False
+    # Payload values of the types typedjson knows (datetime, Decimal, ...) are stored
+    # tagged and given back as those types (False: JSON only, as Django Tasks say).
+    typed_values: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.func)
@@ -95,6 +104,26 @@ class JobDefinition:
         """True when the claim must count starts or running rows per limit key (a
         ``rate_limit``, or a ``limit_by``); a bare ``concurrency=`` takes the name lock."""
         return self.limit_by is not None or self.rate_limit is not None
+
+    def gives_up_on(self, exc: BaseException) -> bool:
+        """True when ``exc``, raised by the handler, fails the job at once (no retry).
+
+        Judged only on a failure, so a job without ``retry_on``/``discard_on`` pays one
+        isinstance check per failed attempt and nothing per success."""
+        if isinstance(exc, Discard) or (self.discard_on and isinstance(exc, self.discard_on)):
+            return True
+        return self.retry_on is not None and not isinstance(exc, self.retry_on)
+
+    @property
+    def retry_policy(self) -> str:
+        """What is retried, in words (the admin shows it)."""
+        retries = get_settings().DEFAULT_RETRIES if self.retries is None else self.retries
+        parts = [f"{retries} retr{'y' if retries == 1 else 'ies'}"]
+        if self.retry_on is not None:
+            parts.append(f"retry_on: {_class_names(self.retry_on) or 'nothing'}")
+        if self.discard_on:
+            parts.append(f"discard_on: {_class_names(self.discard_on)}")
+        return "; ".join(parts)
 
     @property
     def qualified_function(self) -> str:
@@ -156,6 +185,10 @@ class Registry:
                 "and that the module defining it is imported (an installed app's jobs.py is)."
             )
         return definition
+
+
+def _class_names(classes: ExceptionClasses) -> str:
+    return ", ".join(cls.__qualname__ for cls in classes)
 
 
 def _same_function(a: JobDefinition, b: JobDefinition) -> bool:
@@ -240,6 +273,8 @@ def define(
     cron: CronSpec | None = None,
     kind: type[JobDefinition] = JobDefinition,
     dedupe_for: dt.timedelta | None = None,
+    retry_on: Any = None,
+    discard_on: Any = None,
 ) -> JobDefinition:
     """Check the options shared by @jobs.job and @jobs.cron, then register the job
     (an instance of ``kind``: the decorators register handles)."""
@@ -264,6 +299,8 @@ def define(
             f"which one dedupe key creates at most one job), got {dedupe_for!r}."
         )
     parsed_rate = _checked_rate_limit(name, rate_limit)
+    retried = None if retry_on is None else exception_classes(name, "retry_on", retry_on)
+    discarded = () if discard_on is None else exception_classes(name, "discard_on", discard_on)
     _check_limit_by(name, function, limit_by, concurrency=concurrency, rate_limit=rate_limit)
     definition = kind(
         name=name,
@@ -279,8 +316,23 @@ def define(
         dedupe_for=dedupe_for,
         limit_by=limit_by,
         rate_limit=parsed_rate,
+        retry_on=retried,
+        discard_on=discarded,
     )
     return registry.register(definition)
+
+
+def exception_classes(name: str, option: str, value: Any) -> ExceptionClasses:
+    """``retry_on=`` / ``discard_on=``: an exception class or a tuple (or list) of them,
+    as ``except`` takes them; raises ImproperlyConfigured."""
+    classes = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    for cls in classes:
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise ImproperlyConfigured(
+                f"Job {name!r}: option {option}= must be an exception class or a tuple of "
+                f"them (e.g. (TimeoutError, ConnectionError)), got {cls!r}."
+            )
+    return classes
 
 
 def _checked_rate_limit(name: str, rate_limit: Any) -> RateLimit | None:

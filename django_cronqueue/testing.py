@@ -40,6 +40,7 @@ from typing import Any
 from django.db.models import Max
 from django.test import override_settings
 
+from . import typedjson
 from .conf import database_alias, user_settings
 from .models import Job
 from .registry import JobDefinition, registry
@@ -117,8 +118,9 @@ def job_name(job: Any) -> str:
 
 
 def _as_json(value: Any) -> Any:
+    """``value`` as a row stores it: a datetime, Decimal, UUID... as its tagged object."""
     try:
-        return json.loads(json.dumps(value))
+        return json.loads(json.dumps(typedjson.encode(value)))
     except (TypeError, ValueError):
         return value
 

@@ -67,8 +67,26 @@ def text_problem(text: str, what: str) -> str | None:
     return None
 
 
+# What to pass instead of a value that is not JSON (JSON_ADVICE), or not one of the
+# types a job's arguments may also have (TYPED_ADVICE: see typedjson).
+JSON_ADVICE = (
+    "Pass plain JSON values: an id instead of a model instance, an ISO 8601 string "
+    "instead of a datetime, a list instead of a set."
+)
+TYPED_ADVICE = (
+    "Pass JSON values, or datetime, date, time, timedelta, Decimal or UUID values: an id "
+    "instead of a model instance, a list instead of a set."
+)
+
+
 def json_problem(
-    value: Any, path: str, *, noun: str, depth: int = 1, inside: Sequence[Any] = ()
+    value: Any,
+    path: str,
+    *,
+    noun: str,
+    depth: int = 1,
+    inside: Sequence[Any] = (),
+    advice: str = JSON_ADVICE,
 ) -> str | None:
     """Why ``value`` cannot be stored as JSON in every supported database, or None.
 
@@ -77,14 +95,15 @@ def json_problem(
     itself, and ``inside`` the containers enclosing it there. Never raises RecursionError:
     the walk stops past ``MAX_JSON_DEPTH``, and a container inside itself is reported.
     """
-    walk = _JsonWalk(noun)
+    walk = _JsonWalk(noun, advice)
     walk.open.update(id(container) for container in inside)
     return walk.problem(value, path, depth)
 
 
 class _JsonWalk:
-    def __init__(self, noun: str) -> None:
+    def __init__(self, noun: str, advice: str) -> None:
         self.noun = noun
+        self.advice = advice
         self.open: set[int] = set()  # the containers enclosing the value being checked
 
     def problem(self, value: Any, path: str, depth: int) -> str | None:
@@ -105,8 +124,7 @@ class _JsonWalk:
             return self.container_problem(value, path, depth)
         return (
             f"{where} holds a {type(value).__name__} ({short_repr(value)}), which is not JSON. "
-            "Pass plain JSON values: an id instead of a model instance, an ISO 8601 string "
-            "instead of a datetime, a list instead of a set."
+            + self.advice
         )
 
     def container_problem(

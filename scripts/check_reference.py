@@ -51,11 +51,13 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
         "job",
         "cron",
         "enqueue",
+        "aenqueue",
         "enqueue_many",
         "tick",
         "exponential",
         "current",
         "cancel",
+        "acancel",
         "pause",
         "resume",
         "chain",
@@ -63,8 +65,8 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
     ):
         found[f"jobs.{name}"] = getattr(jobs, name)
     for cls, names in (
-        (JobHandle, ("enqueue", "using", "s")),
-        (EnqueueOptions, ("enqueue", "enqueue_many", "s")),
+        (JobHandle, ("enqueue", "aenqueue", "using", "s")),
+        (EnqueueOptions, ("enqueue", "aenqueue", "enqueue_many", "s")),
         (Chain, ("enqueue",)),
         (Group, ("then", "finally_", "enqueue")),
         (Batch, ("results",)),
@@ -126,7 +128,8 @@ def render(name: str, func: Callable[..., Any]) -> str:
         previous_kind = kind
     if previous_kind is inspect.Parameter.POSITIONAL_ONLY:
         parts.append("/")
-    result = f"{name}({', '.join(parts)})"
+    prefix_async = "async " if inspect.iscoroutinefunction(func) else ""
+    result = f"{prefix_async}{name}({', '.join(parts)})"
     if signature.return_annotation is not inspect.Signature.empty:
         result += f" -> {annotation(signature.return_annotation)}"
     return result
@@ -148,7 +151,7 @@ def page_signatures(text: str) -> dict[str, str]:
     marked = re.finditer(r"<!-- reference: signatures -->\s*```python\n(.*?)```", text, re.S)
     for block in marked:
         for entry in re.split(r"\n\s*\n", block.group(1).strip()):
-            name = entry.split("(", 1)[0].strip()
+            name = entry.split("(", 1)[0].strip().removeprefix("async ")
             found[name] = entry.strip()
     return found
 

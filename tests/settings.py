@@ -3,6 +3,7 @@
 changed with the usual PG*/MYSQL_* style variables below."""
 
 import faulthandler
+import importlib.util
 import json
 import os
 import signal
@@ -123,8 +124,14 @@ def _skew_clock(seconds: float) -> None:
 if os.environ.get("CRONQUEUE_TEST_CLOCK_SKEW"):
     _skew_clock(float(os.environ["CRONQUEUE_TEST_CLOCK_SKEW"]))
 
-if django.VERSION >= (6, 0):
-    # Django's Tasks framework: @task functions of tests/testapp/tasks.py enqueue as jobs.
+# Django's Tasks framework: built in from Django 6.0; on 5.2 the django-tasks backport
+# (the [tasks] extra), an app of its own there.
+HAS_TASKS = django.VERSION >= (6, 0) or importlib.util.find_spec("django_tasks") is not None
+if django.VERSION < (6, 0) and HAS_TASKS:
+    INSTALLED_APPS.append("django_tasks")
+
+if HAS_TASKS:
+    # @task functions of tests/testapp/tasks.py enqueue as jobs.
     TASKS = {
         "default": {
             "BACKEND": "django_cronqueue.backend.CronQueueBackend",

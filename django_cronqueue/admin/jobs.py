@@ -116,6 +116,7 @@ class JobAdmin(ReadOnlyAdmin[Job]):
                     "queue",
                     "priority",
                     "attempts_display",
+                    "retry_policy",
                     "dedupe_key",
                     "schedule_display",
                 ]
@@ -144,6 +145,7 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         "queue",
         "priority",
         "attempts_display",
+        "retry_policy",
         "dedupe_key",
         "schedule_display",
         "progress_display",
@@ -232,6 +234,12 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         return format_html('<span class="cq-error" title="{}">{}</span>', line, short)
 
     # -- detail fields
+
+    @admin.display(description="retry policy")
+    def retry_policy(self, job: Job) -> str:
+        """What this process's definition retries (retries, retry_on, discard_on)."""
+        definition = registry.get(job.name)
+        return definition.retry_policy if definition is not None else "-"
 
     @admin.display(description="schedule")
     def schedule_display(self, job: Job) -> str:

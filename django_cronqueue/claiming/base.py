@@ -16,6 +16,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
+from .. import typedjson
 from ..cursors import fast_cursor
 from ..models import Job, JobStatus, NameLock, Pause
 
@@ -72,6 +73,9 @@ class ClaimedJob:
     has_downstream: bool = False
     batch_id: int | None = None
     traceparent: str = ""  # the span that enqueued it (django_cronqueue.tracing)
+    # Its payload may hold tagged values (typedjson), decoded for the handler; False
+    # for the JSON text of most payloads, which then is not walked.
+    tagged: bool = False
 
     @property
     def in_workflow(self) -> bool:
@@ -184,10 +188,16 @@ def to_datetime(value: dt.datetime | str | None) -> dt.datetime | None:
     return value
 
 
-def to_payload(value: Any) -> dict[str, Any]:
-    if isinstance(value, (str, bytes)):
+def to_payload(value: Any) -> tuple[dict[str, Any], bool]:
+    """The payload read from a row, and whether it may hold tagged values."""
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str):
+        tagged = typedjson.may_hold_tags(value)
         value = json.loads(value)
-    return value if isinstance(value, dict) else {}
+    else:  # a driver that decodes JSON itself
+        tagged = typedjson.may_hold_tags(json.dumps(value))
+    return (value, tagged) if isinstance(value, dict) else ({}, False)
 
 
 def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
@@ -208,10 +218,11 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         batch_id,
         traceparent,
     ) = row
+    payload, tagged = to_payload(payload)
     return ClaimedJob(
         id=job_id,
         name=name,
-        payload=to_payload(payload),
+        payload=payload,
         attempts=attempts if claimed else attempts + 1,
         max_attempts=max_attempts,
         queue=queue,
@@ -224,6 +235,7 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
         has_downstream=bool(has_downstream),
         batch_id=batch_id,
         traceparent=traceparent or "",
+        tagged=tagged,
     )
 
 

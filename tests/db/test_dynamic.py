@@ -176,7 +176,7 @@ def test_a_second_materialization_from_the_same_cursor_creates_nothing():
         ),
         ({"payload": {}}, jobs.InvalidPayload, "payload key 'tenant_id' is missing"),
         (
-            {"payload": {"tenant_id": dt.date(2026, 1, 1)}},
+            {"payload": {"tenant_id": {1, 2}}},
             jobs.InvalidPayload,
             "payload key 'tenant_id'",
         ),

@@ -6,7 +6,6 @@ import json
 import math
 import threading
 import zoneinfo
-from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
@@ -303,7 +302,7 @@ def test_enqueue_many_accepts_a_generator():
 
 
 def test_enqueue_many_checks_every_payload_before_writing():
-    payloads = [{"key": "a"}, {"key": "b"}, {"key": timezone.now()}, {"key": "d"}]
+    payloads = [{"key": "a"}, {"key": "b"}, {"key": {1, 2}}, {"key": "d"}]
     with (
         CaptureQueriesContext(connection) as queries,
         pytest.raises(jobs.InvalidPayload, match=r"'testapp\.record'.*'key'"),
@@ -347,11 +346,9 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 @pytest.mark.parametrize(
     ("payload", "path"),
     [
-        pytest.param({"key": NOW}, "'key'", id="datetime"),
-        pytest.param({"key": NOW.date()}, "'key'", id="date"),
         pytest.param({"key": {1, 2}}, "'key'", id="set"),
         pytest.param({"key": frozenset()}, "'key'", id="frozenset"),
-        pytest.param({"key": Decimal("1.5")}, "'key'", id="decimal"),
+        pytest.param({"key": 1.5j}, "'key'", id="complex"),
         pytest.param({"key": b"bytes"}, "'key'", id="bytes"),
         pytest.param({"key": object()}, "'key'", id="object"),
         pytest.param({"key": math.nan}, "'key'", id="nan"),
@@ -359,7 +356,7 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
         pytest.param({"key": -math.inf}, "'key'", id="-inf"),
         pytest.param({"key": "a\x00b"}, "'key'", id="nul-in-string"),
         pytest.param({"key": "\ud800"}, "'key'", id="lone-surrogate"),
-        pytest.param({"key": {"a": [1, {"b": NOW}]}}, "'key.a[1].b'", id="nested-datetime"),
+        pytest.param({"key": {"a": [1, {"b": {1}}]}}, "'key.a[1].b'", id="nested-set"),
         pytest.param({"key": ["ok", "bad\x00"]}, "'key[1]'", id="nested-nul"),
         pytest.param({"key": {"a": {"b": math.nan}}}, "'key.a.b'", id="nested-nan"),
         pytest.param({"key": {1: "x"}}, "'key'", id="nested-int-key"),
@@ -415,7 +412,7 @@ def test_non_dict_payload(payload):
 def test_kwargs_handlers_take_any_key_but_still_only_json(defined):
     assert jobs.enqueue(defined.anything, {"x": 1, "y": [2]}).payload == {"x": 1, "y": [2]}
     with pytest.raises(jobs.InvalidPayload, match=r"'enqueue\.kwargs'.*'when'"):
-        jobs.enqueue(defined.anything, {"when": NOW})
+        jobs.enqueue(defined.anything, {"when": {1, 2}})
     with pytest.raises(jobs.InvalidPayload, match=r"'enqueue\.kwargs'"):
         jobs.enqueue(defined.anything, {"nul\x00": 1})
     assert Job.objects.count() == 1
@@ -771,7 +768,7 @@ def test_a_rejected_enqueue_does_not_spoil_the_transaction():
     with transaction.atomic():
         Note.objects.create(text="kept")
         with pytest.raises(jobs.InvalidPayload):
-            jobs.enqueue(record, {"key": NOW})
+            jobs.enqueue(record, {"key": {1, 2}})
         jobs.enqueue(record, {"key": "ok"})
     assert Note.objects.count() == 1
     assert Job.objects.count() == 1

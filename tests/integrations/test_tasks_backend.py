@@ -1,11 +1,13 @@
-"""The Django Tasks backend (Django >= 6.0): django_cronqueue.backend.CronQueueBackend.
+"""The Django Tasks backend: django_cronqueue.backend.CronQueueBackend, on Django's
+django.tasks (Django >= 6.0) or on the django-tasks backport (Django 5.2, the [tasks]
+extra): the same tests run on both.
 
-tests/settings.py configures TASKS on Django 6 only; the tasks are in
+tests/settings.py configures TASKS when either is there; the tasks are in
 tests/testapp/tasks.py, imported at start-up by the app's autodiscovery.
 """
 
 import datetime as dt
-import importlib
+import importlib.util
 import logging
 import os
 import subprocess
@@ -26,26 +28,58 @@ from tests.testapp.models import SideEffect
 from .conftest import ROOT
 
 DJANGO_6 = django.VERSION >= (6, 0)
-needs_django_6 = pytest.mark.skipif(not DJANGO_6, reason="django.tasks needs Django >= 6.0")
+# Django's Tasks framework: built in from Django 6.0, the django-tasks backport on 5.2.
+HAS_TASKS = backend.HAS_DJANGO_TASKS
+needs_django_6 = pytest.mark.skipif(
+    not HAS_TASKS, reason="needs django.tasks (Django >= 6.0) or the django-tasks backport"
+)
+# Django's own log lines of task states: the logger of the framework's package.
+TASKS_LOGGER = "django.tasks" if DJANGO_6 else "django_tasks"
 
 if DJANGO_6:
     from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
     from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+elif HAS_TASKS:
+    from django_tasks import TaskResultStatus, default_task_backend, task, task_backends
+    from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask
+    from django_tasks.exceptions import TaskResultDoesNotExist
+    from django_tasks.signals import task_enqueued, task_finished, task_started
 
+if HAS_TASKS:
     from tests.testapp import tasks as test_tasks
 
 
-# --- Django 5.2 ---------------------------------------------------------------------
+# --- without a Tasks framework ------------------------------------------------------
+
+# Run in a fresh interpreter where neither django.tasks nor django_tasks can be imported.
+WITHOUT_TASKS = """
+import sys
+sys.modules["django.tasks"] = None
+sys.modules["django_tasks"] = None
+import django
+from django.conf import settings
+settings.configure(INSTALLED_APPS=["django_cronqueue"])
+django.setup()
+from django.core.exceptions import ImproperlyConfigured
+import django_cronqueue.backend as b
+assert b.HAS_DJANGO_TASKS is False, b.HAS_DJANGO_TASKS
+b.autodiscover_task_modules()  # a no-op
+try:
+    b.CronQueueBackend("default", {})
+except ImproperlyConfigured as exc:
+    print(exc)
+"""
 
 
-@pytest.mark.skipif(DJANGO_6, reason="checks the behaviour without django.tasks")
-def test_the_module_imports_on_django_5_and_explains_when_used():
-    module = importlib.reload(backend)
-    assert module.HAS_DJANGO_TASKS is False
-    with pytest.raises(ImproperlyConfigured, match=r"needs Django's Tasks framework"):
-        module.CronQueueBackend("default", {})
-    module.autodiscover_task_modules()  # a no-op
+def test_the_module_imports_without_a_tasks_framework_and_explains_when_used():
+    output = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TASKS], cwd=ROOT, capture_output=True, text=True
+    )
+    assert output.returncode == 0, output.stderr
+    assert "needs Django's Tasks framework" in output.stdout
+    assert "pip install 'django-cronqueue[tasks]'" in output.stdout
 
 
 def test_the_module_imports_in_a_fresh_interpreter():
@@ -53,7 +87,16 @@ def test_the_module_imports_in_a_fresh_interpreter():
     output = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert output.strip() == str(DJANGO_6)
+    expected = DJANGO_6 or importlib.util.find_spec("django_tasks") is not None
+    assert output.strip() == str(expected)
+
+
+@pytest.mark.skipif(DJANGO_6 or not HAS_TASKS, reason="the django-tasks backport on Django 5.2")
+def test_on_django_5_the_backend_runs_on_the_backport():
+    from django_cronqueue import taskapi
+
+    assert taskapi.PROVIDER == "django_tasks"
+    assert type(task_backends["default"]) is backend.CronQueueBackend
 
 
 pytestmark = [pytest.mark.django_db]
@@ -308,12 +351,12 @@ def test_djangos_log_line_of_a_failed_task_has_its_exception(caplog):
     exploded = test_tasks.explode.enqueue("kaboom")
     unstorable = test_tasks.returns.enqueue("datetime", key="x")
     added = test_tasks.add.enqueue(1, 2)
-    with caplog.at_level(logging.DEBUG, logger="django.tasks"):
+    with caplog.at_level(logging.DEBUG, logger=TASKS_LOGGER):
         jobs.tick()
     finished = {
         record.args[0]: record
         for record in caplog.records
-        if record.name == "django.tasks"
+        if record.name == TASKS_LOGGER
         and "state=" in record.getMessage()
         and "RUNNING" not in record.getMessage()
     }

@@ -1,13 +1,16 @@
-"""Django Tasks (Django >= 6.0) used by the test suite.
+"""Django Tasks (Django >= 6.0, or the django-tasks backport on 5.2) used by the test suite.
 
 Imported at start-up by the app config's autodiscovery when TASKS uses
-CronQueueBackend (tests/settings.py configures it on Django 6 only).
+CronQueueBackend (tests/settings.py configures it when either is there).
 """
 
 import datetime as dt
 import os
 
-from django.tasks import task
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import task
 
 from tests.testapp.models import SideEffect
 
