@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import logging
 import select
+import socket
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
@@ -61,6 +62,42 @@ def announce_cancel(using: str, job_ids: Sequence[int]) -> None:
             cursor.execute("SELECT pg_notify(%s, %s)", [CANCEL_CHANNEL, payload])
 
 
+class SelectableEvent(threading.Event):
+    """A ``threading.Event`` that a ``select()`` can wait on too (``fileno()``), so
+    that a thread sleeping on a socket wakes the moment the event is set, instead of at
+    its next timeout. The socket pair is made on the first ``fileno()``; ``close()``
+    releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pair_lock = threading.Lock()
+        self._pair: tuple[socket.socket, socket.socket] | None = None
+
+    def set(self) -> None:
+        super().set()
+        with self._pair_lock:
+            if self._pair is not None:
+                with contextlib.suppress(OSError):  # full: it is readable already
+                    self._pair[1].send(b"\0")
+
+    def fileno(self) -> int:
+        with self._pair_lock:
+            if self._pair is None:
+                reader, writer = socket.socketpair()
+                reader.setblocking(False)
+                writer.setblocking(False)
+                self._pair = (reader, writer)
+                if self.is_set():
+                    writer.send(b"\0")
+            return self._pair[0].fileno()
+
+    def close(self) -> None:
+        with self._pair_lock:
+            pair, self._pair = self._pair, None
+        for sock in pair or ():
+            sock.close()
+
+
 def _job_ids(payload: str) -> list[int]:
     return [int(part) for part in payload.split(",") if part.strip().isdigit()]
 
@@ -75,8 +112,11 @@ def listen(
     running jobs whose cancel was requested, until ``stopping`` is set.
 
     Uses its own connection (psycopg 3), so it never shares a transaction with a slot.
-    Without psycopg 3 it returns at once and workers rely on polling.
+    Without psycopg 3 it returns at once and workers rely on polling. A
+    ``SelectableEvent`` as ``stopping`` ends it the moment it is set; a plain ``Event``
+    within ``STOP_CHECK_INTERVAL``.
     """
+    waits: list[object] = [stopping] if isinstance(stopping, SelectableEvent) else []
     while not stopping.is_set():
         wrapper = connections.create_connection(alias)
         try:
@@ -91,8 +131,9 @@ def listen(
             while not stopping.is_set():
                 # Sleep in select() rather than in notifies(timeout=...), whose wait wakes
                 # every 0.1 s: an idle worker's listener then costs one wake-up a second.
-                readable, _, _ = select.select([raw.fileno()], [], [], STOP_CHECK_INTERVAL)
-                if readable:
+                fileno = raw.fileno()
+                readable, _, _ = select.select([fileno, *waits], [], [], STOP_CHECK_INTERVAL)
+                if fileno in readable:
                     for notice in raw.notifies(timeout=0.0):
                         if notice.channel == CANCEL_CHANNEL and on_cancel is not None:
                             on_cancel(_job_ids(notice.payload))

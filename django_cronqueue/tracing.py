@@ -88,9 +88,17 @@ def consumer_span(job: TracedJob) -> AbstractContextManager[None]:
     """A CONSUMER span ``process <queue>`` around one run of ``job``: a child of the
     span that enqueued it (its stored ``traceparent``) and linked to it. An exception
     that escapes (other than ``Snooze``) is recorded and sets the status to ERROR."""
-    if not ENABLED:
+    if not ENABLED or (not job.traceparent and not _tracing_configured()):
+        # No span to continue and no tracer to record one: the span would be a no-op.
         return _NO_CONSUMER_SPAN
     return _consumer_span(job)
+
+
+def _tracing_configured() -> bool:
+    """True once the site has set a tracer provider (the API's default is a proxy that
+    records nothing until one is set)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
 def traceparent_of(span: trace.Span) -> str:

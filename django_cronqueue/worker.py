@@ -38,7 +38,7 @@ from .conf import database_alias, get_settings, max_clock_skew
 from .execution import Call, Recorder, call, new_context, write_and_claim
 from .held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
 from .models import Worker as WorkerRow
-from .notify import listen
+from .notify import SelectableEvent, listen
 from .registry import registry
 from .ticks import Housekeeping
 
@@ -98,7 +98,7 @@ class Worker:
         self._slots: list[threading.Thread] = []
         self._overran_slots: set[str] = set()  # names of slots in a handler past its timeout
         self._helpers: list[threading.Thread] = []  # the heartbeat and the listener
-        self._helpers_stop = threading.Event()
+        self._helpers_stop = SelectableEvent()  # wakes the listener's select() at once
         self._signals = 0
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
         self._skip_capped_until = 0.0
@@ -145,11 +145,12 @@ class Worker:
 
     def _main_loop(self) -> None:
         while not self.stopping.is_set():
-            if self.mode != "forever" and not self._working_slots():
-                return
-            self.stopping.wait(self.poll_interval)
-            if self.stopping.is_set():
-                return
+            if working := self._working_slots():  # back as soon as one ends (or a poll)
+                working[0].join(self.poll_interval)
+            elif self.mode == "forever":  # every slot in a handler past its timeout
+                self.stopping.wait(self.poll_interval)
+            if self.stopping.is_set() or (self.mode != "forever" and not self._working_slots()):
+                return  # once/burst: the last slot found nothing left
             if self._with_database_retry(self._housekeep):
                 self.wake.set()
 
@@ -437,6 +438,8 @@ class Worker:
             thread.join(HELPER_JOIN_TIMEOUT)
             if thread.is_alive():
                 logger.warning("Worker %s: %s did not stop in time", self.id, thread.name)
+        if not any(thread.is_alive() for thread in self._helpers):
+            self._helpers_stop.close()
 
     def _heartbeat_loop(self) -> None:
         self._use_persistent_connections()

@@ -104,13 +104,16 @@ def due_filter(
     the pause filter to the caller.
     """
     # Blocked rows (a workflow's jobs waiting for others) are pending but never claimed;
-    # "blocked = %s" (not "NOT blocked") keeps MySQL on the claim index's prefix too.
-    params: list[Any] = [JobStatus.PENDING, False, request.now]
+    # "blocked = %s" (not "NOT blocked") keeps MySQL on the claim index's prefix too. The
+    # status is a literal: on PostgreSQL the claim index covers pending rows only
+    # (migration 0014), and a planner proves that from a literal whatever the binding.
+    params: list[Any] = [False, request.now]
+    pending = f"status = '{JobStatus.PENDING}' AND blocked = %s AND run_at <= %s"
     if names_as_array:
-        sql = "status = %s AND blocked = %s AND run_at <= %s AND name = ANY(%s::text[])"
+        sql = f"{pending} AND name = ANY(%s::text[])"
         params.append(list(names))
     else:
-        sql = f"status = %s AND blocked = %s AND run_at <= %s AND name IN ({placeholders(names)})"
+        sql = f"{pending} AND name IN ({placeholders(names)})"
         params.extend(names)
     if request.queues:
         sql += f" AND queue IN ({placeholders(request.queues)})"

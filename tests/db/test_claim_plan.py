@@ -17,7 +17,7 @@ from django.utils import timezone
 from django_cronqueue import jobs
 from django_cronqueue.claiming import claim, claim_request, complete_and_claim
 from django_cronqueue.conf import database_alias
-from django_cronqueue.models import Job
+from django_cronqueue.models import Job, JobStatus
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FINISHED_ROWS = 50_000
 PENDING_ROWS = 200
 CLAIM_INDEX = "cronqueue_job_claim"
+LEASE_INDEX = "cronqueue_job_lease"
 
 
 @pytest.fixture
@@ -119,3 +120,39 @@ def test_with_pauses_in_force_the_claim_is_still_one_statement_on_the_claim_inde
     scans = scans_of_job_table(explain(statement))
     assert ("Index Scan", CLAIM_INDEX) in scans or ("Index Only Scan", CLAIM_INDEX) in scans
     assert all(node_type != "Seq Scan" for node_type, _ in scans), scans
+
+
+def index_definition(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+        [[definition]] = cursor.fetchall()
+    return definition
+
+
+def test_the_claim_and_lease_indexes_hold_only_the_rows_they_are_read_for(history):
+    """Partial: a claim or a completion (neither can be a HOT update) adds no entry to an
+    index that does not cover the row's new status."""
+    assert index_definition(CLAIM_INDEX).endswith("WHERE ((status)::text = 'pending'::text)")
+    assert index_definition(LEASE_INDEX).endswith("WHERE ((status)::text = 'running'::text)")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_relation_size(%s::regclass) < pg_relation_size(%s::regclass) / 10",
+            [CLAIM_INDEX, "cronqueue_job_finished"],
+        )
+        [[claim_index_is_small]] = cursor.fetchall()
+    assert claim_index_is_small  # 200 pending rows beside 50,000 finished ones
+
+
+def index_names(node: dict) -> set[str]:
+    names = {node["Index Name"]} if "Index Name" in node else set()
+    for child in node.get("Plans", []):
+        names |= index_names(child)
+    return names
+
+
+def test_the_expired_leases_query_walks_the_lease_index(history):
+    queryset = Job.objects.filter(status=JobStatus.RUNNING, locked_until__lt=timezone.now())
+    sql, params = queryset.query.sql_with_params()
+    plan = explain((sql, list(params)))
+    assert LEASE_INDEX in index_names(plan)
+    assert all(node_type != "Seq Scan" for node_type, _ in scans_of_job_table(plan))

@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue.notify import NOTIFY_CHANNEL, listen, wake_workers
+from django_cronqueue.notify import NOTIFY_CHANNEL, SelectableEvent, listen, wake_workers
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,4 +120,26 @@ def test_listen_sets_wake_on_a_notify_and_returns_once_stopping():
     finally:
         stopping.set()
         thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+@postgres_only
+def test_listen_returns_the_moment_a_selectable_stopping_event_is_set(monkeypatch):
+    """The listener sleeps in select(); with a SelectableEvent as ``stopping`` it wakes on
+    the event itself, not at its next check (an hour here), so a worker's stop does not
+    wait for it."""
+    monkeypatch.setattr("django_cronqueue.notify.STOP_CHECK_INTERVAL", 3600.0)
+    stopping, wake = SelectableEvent(), threading.Event()
+    thread = threading.Thread(target=listen, args=(connection.alias, stopping, wake), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not wake.is_set() and time.monotonic() < deadline:  # listening now
+            wake_workers(connection.alias, [timezone.now()], timezone.now())
+            wake.wait(0.2)
+        assert wake.is_set()
+    finally:
+        stopping.set()
+        thread.join(timeout=10)
+        stopping.close()
     assert not thread.is_alive()

@@ -150,3 +150,61 @@ def test_the_jobs_claimed_with_a_handler_that_overran_are_given_back_at_once():
         row = Job.objects.get(pk=job.id)
         assert (row.status, row.attempts, row.lock_token) == ("pending", 0, None)
     assert list(worker._held) == [overran.id]
+
+
+# --- starting and stopping fast: no wait in the stop path sleeps its timeout out -------
+
+LONG = 600.0  # seconds: any wait on the start or stop path that ran this long would show
+
+
+def test_a_burst_with_nothing_due_returns_when_its_slots_find_nothing_not_after_a_poll():
+    """The main thread used to sleep a whole poll interval before it noticed that the
+    slots had found nothing; it now joins them."""
+    worker = RunjobsWorker(mode="burst", poll_interval=LONG, concurrency=2)
+    started = time.monotonic()
+    assert worker.run() == 0
+    assert time.monotonic() - started < 30
+    assert not any(thread.is_alive() for thread in worker._slots + worker._helpers)
+
+
+def test_a_burst_still_housekeeps_every_poll_interval_while_a_slot_works():
+    """Joining the slots must not skip the housekeeping of a long burst: a job that takes
+    a few poll intervals sees the heartbeat's and the main thread's work go on."""
+    jobs.enqueue(test_jobs.slow_record, {"key": "long", "seconds": 1.0})
+    worker = RunjobsWorker(mode="burst", poll_interval=0.1)
+    runs = []
+    real = worker._housekeep
+    worker._housekeep = lambda: (runs.append(time.monotonic()), real())[1]
+    assert worker.run() == 0
+    assert len(runs) >= 3  # the first at start, then every 0.1 s during the 1 s job
+
+
+@override_settings(CRONQUEUE={"LEASE": 3 * LONG})  # the heartbeat's wait: LONG
+def test_an_idle_worker_stops_without_waiting_out_its_poll_heartbeat_or_listener(monkeypatch):
+    """stop() wakes every thread: the idle slot (the wake event), the main thread (the
+    stopping event), the heartbeat (its stop event) and the PostgreSQL listener (whose
+    select() waits on that event's socket too, not only on its connection)."""
+    monkeypatch.setattr("django_cronqueue.notify.STOP_CHECK_INTERVAL", LONG)
+    worker = RunjobsWorker(poll_interval=LONG)
+
+    def stop_once_idle() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            Worker.objects.exists() and len(worker._helpers) == expected_helpers
+        ):
+            time.sleep(0.05)
+        time.sleep(0.5)  # the slot has claimed nothing and waits; the listener listens
+        stop_requested.append(time.monotonic())
+        worker.stop()
+
+    expected_helpers = 2 if connection.vendor == "postgresql" else 1
+    stop_requested: list[float] = []
+    stopper = threading.Thread(target=stop_once_idle)
+    stopper.start()
+    assert worker.run() == 0
+    returned = time.monotonic()
+    stopper.join(10)
+    assert len(stop_requested) == 1
+    assert len(worker._helpers) == expected_helpers
+    assert not any(thread.is_alive() for thread in worker._slots + worker._helpers)
+    assert returned - stop_requested[0] < 10

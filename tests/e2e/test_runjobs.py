@@ -164,3 +164,25 @@ def test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_waits_for_it
     assert "past its timeout" in hung.last_error
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, runjobs.log(0)
+
+
+# Starting and stopping fast. How fast is measured by bench/run.py --startup; here, with
+# every wait made long (a 600 s poll interval, a 600 s heartbeat), that no wait on the path
+# is slept out: either bound is far above what the stop takes (well under a second) and
+# far below the waits.
+
+
+def test_a_burst_with_nothing_due_exits_without_waiting_a_poll_interval(runjobs):
+    worker = runjobs.start("--burst", "--poll-interval", "600")
+    assert worker.wait(60) == 0, runjobs.log(worker)
+
+
+def test_an_idle_worker_exits_soon_after_sigterm_without_waiting_out_a_poll(runjobs):
+    worker = runjobs.start("--poll-interval", "600", settings={"LEASE": 1800})
+    wait_until(lambda: Worker.objects.exists())
+    time.sleep(0.5)  # idle: the slot found nothing and waits, so does everything else
+    signalled = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, runjobs.log(worker)
+    assert time.monotonic() - signalled < 5, runjobs.log(worker)
+    assert not Worker.objects.exists()
