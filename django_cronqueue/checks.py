@@ -253,3 +253,24 @@ def check_database_charset(databases: Any = None, **kwargs: Any) -> list[CheckMe
             id=CHECK_ID.format("W003"),
         )
     ]
+
+
+@register(Tags.compatibility)
+def check_runjobs_not_shadowed(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Django runs the ``runjobs`` of the app listed first in INSTALLED_APPS; another
+    app's (django-extensions has one) would take ``runjobs`` arguments it does not know,
+    or run something else and exit 0 under a process manager."""
+    from django.core.management import get_commands
+
+    owner = get_commands().get("runjobs")
+    if owner in (None, "django_cronqueue"):
+        return []
+    return [
+        Warning(
+            f"The runjobs command of {owner!r} shadows django-cronqueue's: it is listed "
+            "above django_cronqueue in INSTALLED_APPS, so manage.py runjobs runs its "
+            "command, not the cronqueue worker.",
+            hint=f'List "django_cronqueue" above {owner!r} in INSTALLED_APPS.',
+            id=CHECK_ID.format("W005"),
+        )
+    ]

@@ -334,3 +334,23 @@ def test_charset_check_runs_only_when_asked_for_that_database(monkeypatch):
 def test_charset_check_leaves_other_vendors_alone(monkeypatch, vendor):
     fake_connections(monkeypatch, vendor=vendor)  # no cursor: a query would raise
     assert check_database_charset(databases=["default"]) == []
+
+
+# --- W005: another app's runjobs command ---------------------------------------------------
+
+
+def test_w005_another_apps_runjobs_listed_first_shadows_ours():
+    """django-extensions (installed for this test: the dev extra) has a runjobs too."""
+    apps = ["django.contrib.contenttypes", "django_extensions", "django_cronqueue"]
+    with override_settings(INSTALLED_APPS=apps):
+        message = only(checks.check_runjobs_not_shadowed(), "W005")
+    assert message.level == WARNING
+    assert "'django_extensions'" in message.msg
+    assert message.hint == "List \"django_cronqueue\" above 'django_extensions' in INSTALLED_APPS."
+
+
+def test_no_w005_when_django_cronqueue_is_listed_first():
+    apps = ["django.contrib.contenttypes", "django_cronqueue", "django_extensions"]
+    with override_settings(INSTALLED_APPS=apps):
+        assert checks.check_runjobs_not_shadowed() == []
+    assert checks.check_runjobs_not_shadowed() == []  # the test settings
