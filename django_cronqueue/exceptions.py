@@ -59,3 +59,7 @@ class Snooze(Exception):
             raise ValueError(f"Snooze delay must not be negative, got {delay}.")
         self.delay = delay
         super().__init__(f"snoozed for {delay.total_seconds():g}s")
+
+
+class NotMigrated(CronQueueError):
+    """The database lacks the package's tables: ``manage.py migrate`` was not run."""

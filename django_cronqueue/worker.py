@@ -32,7 +32,7 @@ from django.db import (
     connections,
 )
 
-from . import dbclock, lifecycle, signals
+from . import dbclock, lifecycle, signals, startup
 from .claiming import ClaimedJob, claim_request, is_capped
 from .conf import database_alias, get_settings, max_clock_skew
 from .execution import Call, Recorder, call, new_context, write_and_claim
@@ -122,15 +122,10 @@ class Worker:
             self._restore(handlers, settings)
 
     def _run(self) -> int:
-        logger.info(
-            "Worker %s starting: queues=%s concurrency=%s mode=%s",
-            self.id,
-            ",".join(self.queues) if self.queues else "all",
-            self.concurrency,
-            self.mode,
-        )
+        startup.announce(self.id, database_alias(), self.queues, self.concurrency, self.mode)
         if not self._wait_for_database():
             return 0
+        startup.require_tables(database_alias())
         self._register()
         if self.mode == "once":
             self._cutoff = self.clock.now()

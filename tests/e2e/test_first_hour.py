@@ -63,3 +63,73 @@ def test_readme_settings_on_sqlite_drain_with_concurrency_4_and_no_lock_errors(t
         "print(Job.objects.filter(status='succeeded').count(), Job.objects.count())"
     )
     assert counts.split()[-2:] == ["4300", "4300"]
+
+
+def test_runjobs_on_a_database_never_migrated_exits_at_once_saying_to_migrate(tmp_path):
+    site = Site(tmp_path)
+    done = site.manage("runjobs", timeout=60)  # no --burst: it would otherwise run forever
+    assert done.returncode == 1
+    assert "has no django-cronqueue tables" in done.stderr
+    assert "run `python manage.py migrate` first" in done.stderr
+
+
+ENQUEUE_THREE = (
+    "from tests.firsthour.shop import jobs as shop\n"
+    "shop.noop.enqueue(n=1)\n"
+    "shop.noop.enqueue(n=2)\n"
+    "shop.fails.enqueue()\n"
+)
+
+
+def migrated(site):
+    assert site.manage("migrate", "-v", "0").returncode == 0
+    return site
+
+
+def burst(site, *args):
+    site.shell(ENQUEUE_THREE)
+    done = site.manage("runjobs", "--burst", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_runjobs_without_logging_prints_a_banner_and_one_line_per_outcome(tmp_path):
+    site = migrated(Site(tmp_path))
+    err = burst(site)
+    assert "django-cronqueue 0.1.0" in err and " starting\n" in err
+    assert f"database:    sqlite '{site.db}'" in err
+    assert "queues:      all" in err
+    assert "concurrency: 4, mode: burst" in err
+    assert "    shop.noop (queue default)\n" in err
+    assert "    shop.fails (queue default)\n" in err
+    assert "    shop.nightly: 0 3 * * * " in err
+    assert err.count(" INFO Job shop.noop #") == 2
+    assert err.count("succeeded in") == 2
+    assert err.count(" ERROR Job shop.fails #3 raised ValueError on attempt 1 of 1 (failed)") == 1
+    assert " started (attempt" not in err  # debug records: -v 2
+
+    quiet = burst(site, "-v", "0")
+    assert "starting" not in quiet
+    assert "succeeded" not in quiet
+    assert quiet.count("raised ValueError") == 1
+
+    verbose = burst(site, "-v", "2")
+    assert verbose.count(" DEBUG Job shop.noop #") == 2  # "started (attempt 1)"
+    assert verbose.count("succeeded in") == 2
+
+
+def test_runjobs_prints_no_line_twice_when_the_site_configures_logging(tmp_path):
+    logging = {
+        "version": 1,
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": "site"},
+        },
+        "formatters": {"site": {"format": "SITE %(levelname)s %(message)s"}},
+        "loggers": {"django_cronqueue": {"handlers": ["console"], "level": "INFO"}},
+    }
+    site = migrated(Site(tmp_path, logging=logging))
+    err = burst(site)
+    lines = [line for line in err.splitlines() if "Job shop." in line]
+    assert len(lines) == 3, err
+    assert all(line.startswith("SITE ") for line in lines), err
+    assert err.count("starting") == 1
