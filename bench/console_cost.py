@@ -4,7 +4,8 @@ a line per success (-v 1, the default), nothing but errors (-v 0), or every line
 log record (-v 3: the thread name, no fast path). Rounds alternate the variants (the
 machine may be busy); jobs/s is N over the first start to the last finish.
 
-    python bench/console_cost.py [--jobs 5000] [--rounds 5] [--db cq_console_bench] [--concurrency 1]
+    python bench/console_cost.py [--jobs 5000] [--rounds 5] [--db cq_console_bench]
+                                 [--concurrency 1]
 """
 
 from __future__ import annotations

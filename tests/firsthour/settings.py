@@ -1,7 +1,7 @@
 """The README's settings on Django's defaults. Environment variables a test sets:
-FIRSTHOUR_DB (the SQLite file; FIRSTHOUR_PG: a PostgreSQL database instead), FIRSTHOUR_APPS_FIRST (apps listed above ours, comma
-separated), FIRSTHOUR_CRONQUEUE (JSON merged onto the README's CRONQUEUE), FIRSTHOUR_LOGGING
-(JSON: a LOGGING dict)."""
+FIRSTHOUR_DB (the SQLite file; FIRSTHOUR_PG: a PostgreSQL database instead),
+FIRSTHOUR_APPS_FIRST (apps listed above ours, comma separated), FIRSTHOUR_CRONQUEUE (JSON
+merged onto the README's CRONQUEUE), FIRSTHOUR_LOGGING (JSON: a LOGGING dict)."""
 
 import json
 import os
