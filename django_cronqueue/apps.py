@@ -17,6 +17,7 @@ class CronQueueConfig(AppConfig):
             sqlite_defaults,
         )
         from .backend import autodiscover_task_modules
+        from .conf import discover_modules
         from .ticks import Housekeeping
         from .verbs import Verbs
 
@@ -27,7 +28,8 @@ class CronQueueConfig(AppConfig):
         connection_created.connect(sqlite_defaults.apply, dispatch_uid="cronqueue-sqlite")
         self.verbs = Verbs()
         self.housekeeping = Housekeeping()
-        # Import every installed app's jobs.py, as the admin does with admin.py. An
-        # error inside one of them propagates: a broken jobs module stops start-up.
-        autodiscover_modules("jobs")
+        # Import every installed app's jobs.py (and the other modules DISCOVER lists), as
+        # the admin does with admin.py. An error inside one of them propagates: a broken
+        # jobs module stops start-up.
+        autodiscover_modules(*discover_modules())
         autodiscover_task_modules()  # tasks.py, when TASKS uses CronQueueBackend (Django 6+)

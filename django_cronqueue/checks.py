@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 
-from .conf import KNOWN_KEYS, user_settings
+from .conf import KNOWN_KEYS, is_module_list, user_settings
 from .validation import MAX_QUEUE_LENGTH, is_finite_number, is_int, is_queue_name
 
 CHECK_ID = "django_cronqueue.{}"
@@ -57,6 +57,11 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         "a number of seconds >= 0, or None to keep Django's CONN_MAX_AGE",
     ),
     "EAGER": ("E019", lambda v: isinstance(v, bool), "True or False"),
+    "DISCOVER": (
+        "E022",
+        is_module_list,
+        'a list or tuple of module names, e.g. ("jobs", "tasks")',
+    ),
     "MAX_CLOCK_SKEW": (
         "E021",
         lambda v: v is None or (_is_number(v) and v > 0),

@@ -40,6 +40,7 @@ from .held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_notic
 from .models import Worker as WorkerRow
 from .notify import listen
 from .registry import registry
+from .stranded_watch import StrandedWatch
 from .ticks import Housekeeping
 
 logger = logging.getLogger("django_cronqueue")
@@ -104,6 +105,7 @@ class Worker:
         self._skip_capped_until = 0.0
         self.unfinished: list[str] = []  # slots still in a handler when run() returned
         self.housekeeping = Housekeeping()  # a fresh one: the first tick syncs every schedule
+        self.stranded = StrandedWatch(settings.LEASE)
 
     # lifecycle ------------------------------------------------------------------
 
@@ -151,6 +153,7 @@ class Worker:
     def _housekeep(self) -> None:
         if self.clock.trusted:  # a clock too far off the database's decides nothing
             self.housekeeping.run(self.clock.now(), materialize=self.scheduler)
+            self.stranded.check(self.clock.now())
 
     def _working_slots(self) -> list[threading.Thread]:
         with self._held_lock:
@@ -531,6 +534,7 @@ class Worker:
                     "started_at": now,
                     "last_seen": now,
                     "clock_offset": self.clock.offset,
+                    "job_names": registry.names(),
                 },
             )
 

@@ -1,6 +1,8 @@
 """The first hour of a new site (tests/firsthour: the README's settings on Django's
 defaults, SQLite, no LOGGING), in real manage.py processes."""
 
+import time
+
 import pytest
 
 from tests.firsthour.site import Site
@@ -133,3 +135,43 @@ def test_runjobs_prints_no_line_twice_when_the_site_configures_logging(tmp_path)
     assert len(lines) == 3, err
     assert all(line.startswith("SITE ") for line in lines), err
     assert err.count("starting") == 1
+
+
+ENQUEUE_FROM_TASKS = (
+    "import datetime as dt\n"
+    "from django.utils import timezone\n"
+    "from django_cronqueue.models import Job\n"
+    "from tests.firsthour.shop.tasks import send_receipt\n"
+    "job = send_receipt.enqueue(order_id=7)\n"
+    "Job.objects.filter(pk=job.pk).update(run_at=timezone.now() - dt.timedelta(seconds=60))\n"
+)
+
+
+def test_a_job_defined_in_tasks_py_is_reported_until_discover_lists_tasks(tmp_path):
+    site = migrated(Site(tmp_path, cronqueue={"LEASE": 5}))
+    site.shell(ENQUEUE_FROM_TASKS)  # a view imports tasks.py; the workers do not
+
+    err = site.manage("runjobs", "--burst").stderr
+    assert err.count("WARNING 1 due pending job(s) named 'shop.send_receipt'") == 1, err
+    assert "no live worker defines that name" in err
+    assert 'add "tasks" to it for tasks.py' in err
+
+    worker = site.start("runjobs")  # a live worker that does not define it
+    try:
+        count = "from django_cronqueue.models import Worker\nprint(Worker.objects.count())"
+        deadline = time.monotonic() + 60
+        while site.shell(count).split()[-1] != "1":
+            assert time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.5)
+        done = site.manage("cronqueue_status", "--check")
+        assert done.returncode == 1
+        assert "1 due pending job(s) named shop.send_receipt have waited up to" in done.stderr
+        assert "Stranded: 1 due pending shop.send_receipt job(s)" in done.stdout
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=60)
+
+    fixed = Site(tmp_path, cronqueue={"LEASE": 5, "DISCOVER": ["jobs", "tasks"]})
+    err = fixed.manage("runjobs", "--burst").stderr
+    assert "Job shop.send_receipt #1 succeeded" in err, err
+    assert "shop.send_receipt (queue default)" in err  # the banner lists it
