@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 
-from .conf import KNOWN_KEYS, user_settings
+from .conf import KNOWN_KEYS, is_module_list, user_settings
 from .validation import MAX_QUEUE_LENGTH, is_finite_number, is_int, is_queue_name
 
 CHECK_ID = "django_cronqueue.{}"
@@ -57,6 +57,11 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         "a number of seconds >= 0, or None to keep Django's CONN_MAX_AGE",
     ),
     "EAGER": ("E019", lambda v: isinstance(v, bool), "True or False"),
+    "DISCOVER": (
+        "E022",
+        is_module_list,
+        'a list or tuple of module names, e.g. ("jobs", "tasks")',
+    ),
     "MAX_CLOCK_SKEW": (
         "E021",
         lambda v: v is None or (_is_number(v) and v > 0),
@@ -251,5 +256,26 @@ def check_database_charset(databases: Any = None, **kwargs: Any) -> list[CheckMe
             hint=f'Set DATABASES[{alias!r}]["OPTIONS"]["charset"] = "utf8mb4" (Django\'s '
             "default), and remove any init_command that sets another character set.",
             id=CHECK_ID.format("W003"),
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def check_runjobs_not_shadowed(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Django runs the ``runjobs`` of the app listed first in INSTALLED_APPS; another
+    app's (django-extensions has one) would take ``runjobs`` arguments it does not know,
+    or run something else and exit 0 under a process manager."""
+    from django.core.management import get_commands
+
+    owner = get_commands().get("runjobs")
+    if owner in (None, "django_cronqueue"):
+        return []
+    return [
+        Warning(
+            f"The runjobs command of {owner!r} shadows django-cronqueue's: it is listed "
+            "above django_cronqueue in INSTALLED_APPS, so manage.py runjobs runs its "
+            "command, not the cronqueue worker.",
+            hint=f'List "django_cronqueue" above {owner!r} in INSTALLED_APPS.',
+            id=CHECK_ID.format("W005"),
         )
     ]

@@ -34,6 +34,7 @@ class CronQueueSettings:
     WORKER_CONN_MAX_AGE: float | None = 600
     MAX_CLOCK_SKEW: float | None = None  # None: a third of LEASE (see max_clock_skew)
     EAGER: bool = False  # tests: enqueue runs the handler at once (django_cronqueue.eager)
+    DISCOVER: tuple[str, ...] = ("jobs",)  # modules imported from every installed app
 
 
 DEFAULTS = CronQueueSettings()
@@ -58,6 +59,20 @@ def get_settings() -> CronQueueSettings:
         known = {key: value for key, value in user_settings().items() if key in KNOWN_KEYS}
         _cached = dataclasses.replace(DEFAULTS, **known)
     return _cached
+
+
+def is_module_list(value: Any) -> bool:
+    """A list or tuple of module names (``"tasks"``, ``"jobs.billing"``)."""
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(name, str) and name and all(part.isidentifier() for part in name.split("."))
+        for name in value
+    )
+
+
+def discover_modules() -> tuple[str, ...]:
+    """``DISCOVER``, or the default when it is not a list of module names (E022 says so)."""
+    value = get_settings().DISCOVER
+    return tuple(value) if is_module_list(value) else DEFAULTS.DISCOVER
 
 
 def database_alias() -> str:

@@ -88,3 +88,7 @@ class Snooze(Exception):
             raise _too_long(str(delay))
         self.delay = delay
         super().__init__(f"snoozed for {delay.total_seconds():g}s")
+
+
+class NotMigrated(CronQueueError):
+    """The database lacks the package's tables: ``manage.py migrate`` was not run."""

@@ -21,7 +21,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models import Q
 
-from . import lifecycle, signals, typedjson
+from . import console, lifecycle, signals, typedjson
 from .claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_successes
 from .conf import database_alias, get_settings
 from .context import JobContext, activate
@@ -204,7 +204,10 @@ def announce_success(outcome: Call) -> None:
     signals.send(
         signals.job_succeeded, job.name, job=job, result=outcome.result, duration=outcome.duration
     )
-    if logger.isEnabledFor(logging.INFO):
+    line = console.success_line
+    if line is not None:  # runjobs's own console: no log record on the hot path
+        line(job.name, job.id, outcome.duration)
+    elif logger.isEnabledFor(logging.INFO):
         logger.info(
             "Job %s #%s succeeded in %.3fs",
             job.name,

@@ -30,6 +30,7 @@ from .observe import (
     RunningJob,
     ScheduleCounts,
     ScheduleStatus,
+    StrandedName,
     WorkerStatus,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "ScheduleCounts",
     "ScheduleStatus",
     "StatusReport",
+    "StrandedName",
     "WorkerStatus",
     "collect",
     "problems",
@@ -71,6 +73,8 @@ class StatusReport:
     schedule_counts: ScheduleCounts = field(default_factory=ScheduleCounts)
     overdue_count: int = 0  # every overdue schedule, listed in schedules or not
     schedules_not_listed: int = 0  # dynamic ones, neither overdue nor paused, not listed
+    # names of due pending jobs that no live worker defines, the longest waiting first
+    stranded: list[StrandedName] = field(default_factory=list)
 
     @property
     def pauses_in_force(self) -> list[PauseState]:
@@ -127,6 +131,7 @@ def collect(
         schedule_counts=statuses.counts,
         overdue_count=statuses.overdue,
         schedules_not_listed=statuses.not_listed,
+        stranded=observe.stranded_names(now, lease),
     )
 
 
@@ -142,6 +147,8 @@ def problems(
     - a live worker's clock is off the database's by more than ``MAX_CLOCK_SKEW`` (it
       refuses to claim);
     - a schedule is overdue (one sentence per listed one, one for those not listed);
+    - due pending jobs of a name that no live worker defines have waited more than
+      ``LEASE`` (one sentence per name);
     - the oldest due pending job that no pause holds back has waited more than
       ``max_pending_age`` seconds (None turns this off).
     """
@@ -172,6 +179,14 @@ def problems(
             f"{unlisted} more cron schedule(s) are overdue (grace {report.schedule_grace:g}s); "
             "cronqueue_status --all-schedules lists them."
         )
+    for stranded in report.stranded:
+        if stranded.waited_seconds > report.lease:
+            found.append(
+                f"{stranded.count} due pending job(s) named {stranded.name} have waited up to "
+                f"{stranded.waited_seconds:.0f}s (over LEASE, {report.lease:g}s), and no live "
+                "worker defines that name: is it defined in a module the workers import "
+                "(CRONQUEUE['DISCOVER'])?"
+            )
     oldest = report.oldest_unpaused_pending
     if max_pending_age is not None and oldest is not None and oldest.age_seconds > max_pending_age:
         found.append(

@@ -312,6 +312,11 @@ class Worker(models.Model):
         blank=True,
         help_text="Seconds this host's clock runs ahead of the database's, at the last heartbeat.",
     )
+    job_names = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The job names its code defines (null: not recorded, as by older versions).",
+    )
 
     class Meta:
         app_label = "django_cronqueue"

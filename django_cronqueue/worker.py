@@ -32,7 +32,7 @@ from django.db import (
     connections,
 )
 
-from . import dbclock, lifecycle, signals
+from . import dbclock, lifecycle, signals, startup
 from .claiming import ClaimedJob, claim_request, is_capped
 from .conf import database_alias, get_settings, max_clock_skew
 from .execution import Call, Recorder, call, new_context, write_and_claim
@@ -40,6 +40,7 @@ from .held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_notic
 from .models import Worker as WorkerRow
 from .notify import SelectableEvent, listen
 from .registry import registry
+from .stranded_watch import StrandedWatch
 from .ticks import Housekeeping
 
 logger = logging.getLogger("django_cronqueue")
@@ -104,6 +105,7 @@ class Worker:
         self._skip_capped_until = 0.0
         self.unfinished: list[str] = []  # slots still in a handler when run() returned
         self.housekeeping = Housekeeping()  # a fresh one: the first tick syncs every schedule
+        self.stranded = StrandedWatch(settings.LEASE)
 
     # lifecycle ------------------------------------------------------------------
 
@@ -122,15 +124,10 @@ class Worker:
             self._restore(handlers, settings)
 
     def _run(self) -> int:
-        logger.info(
-            "Worker %s starting: queues=%s concurrency=%s mode=%s",
-            self.id,
-            ",".join(self.queues) if self.queues else "all",
-            self.concurrency,
-            self.mode,
-        )
+        startup.announce(self.id, database_alias(), self.queues, self.concurrency, self.mode)
         if not self._wait_for_database():
             return 0
+        startup.require_tables(database_alias())
         self._register()
         if self.mode == "once":
             self._cutoff = self.clock.now()
@@ -157,6 +154,7 @@ class Worker:
     def _housekeep(self) -> None:
         if self.clock.trusted:  # a clock too far off the database's decides nothing
             self.housekeeping.run(self.clock.now(), materialize=self.scheduler)
+            self.stranded.check(self.clock.now())
 
     def _working_slots(self) -> list[threading.Thread]:
         with self._held_lock:
@@ -539,6 +537,7 @@ class Worker:
                     "started_at": now,
                     "last_seen": now,
                     "clock_offset": self.clock.offset,
+                    "job_names": registry.names(),
                 },
             )
 

@@ -176,6 +176,10 @@ class JobPaginator(_JobPaginator):
 
 
 class JobChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        observe.mark_stranded(self.result_list, timezone.now())  # one query, if any is due
+
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Job]:
         # The list needs neither payloads nor tracebacks, and only the head of the error.
         queryset: QuerySet[Job] = super().get_queryset(request, exclude_parameters)

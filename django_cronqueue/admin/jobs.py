@@ -54,6 +54,7 @@ from .renderers import (
     pretty_json,
     progress_bar,
     relative,
+    stranded_badge,
     warning_badge,
     zone,
 )
@@ -178,7 +179,10 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         except (ValidationError, ValueError):
             return None
         queryset = observe.with_workflow_links(self.get_queryset(request))
-        return queryset.filter(**{field.name: value}).first()
+        job = queryset.filter(**{field.name: value}).first()
+        if job is not None:
+            observe.mark_stranded([job], timezone.now())
+        return job
 
     def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
@@ -190,8 +194,11 @@ class JobAdmin(ReadOnlyAdmin[Job]):
 
     @admin.display(description="status")
     def status_display(self, job: Job) -> str:
-        """The status, and "blocked" for a pending job that waits (no query: a column)."""
-        return status_with_blocked(job.status, job.blocked)
+        """The status, "blocked" for a pending job that waits (no query: a column), and a
+        mark for a due one whose name no live worker defines."""
+        return format_html(
+            "{}{}", status_with_blocked(job.status, job.blocked), stranded_badge(job)
+        )
 
     @admin.display(description="progress")
     def progress_column(self, job: Job) -> str:

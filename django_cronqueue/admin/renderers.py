@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.utils import timezone
@@ -159,3 +160,21 @@ def listing(items: Iterable[str], at_most: int | None = None) -> str:
     if at_most is None or len(items) <= at_most:
         return ", ".join(items)
     return f"{', '.join(items[:at_most])} and {len(items) - at_most} more"
+
+
+STRANDED_HELP = (
+    "No live worker defines this job name, so no worker will run it: define it in a module "
+    "the workers import (an app's jobs.py, or a module CRONQUEUE['DISCOVER'] lists) and "
+    "restart them."
+)
+
+
+def stranded_badge(job: Any) -> str:
+    """A mark for a due pending job whose name no live worker defines (set by
+    ``observe.mark_stranded``), else ""."""
+    if not getattr(job, "stranded", False):
+        return ""
+    return format_html(
+        '<span class="cq-badge cq-badge-stranded" title="{}">no worker defines it</span>',
+        STRANDED_HELP,
+    )

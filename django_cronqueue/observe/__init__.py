@@ -80,6 +80,7 @@ from .cron_schedules import (
     soonest_dynamic,
     with_last_occurrence,
 )
+from .stranded import STRANDED_SHOWN, StrandedName, defined_names, mark_stranded, stranded_names
 from .workflows import (
     LINKS_SHOWN,
     BatchState,
@@ -106,6 +107,7 @@ __all__ = [
     "RUNNING_SHOWN",
     "SOONEST_SHOWN",
     "STATUSES_SHOWN",
+    "STRANDED_SHOWN",
     "UTC",
     "ZERO",
     "BatchState",
@@ -128,6 +130,7 @@ __all__ = [
     "ScheduleRow",
     "ScheduleStatus",
     "ScheduleStatuses",
+    "StrandedName",
     "WorkerStatus",
     "WorkflowLinks",
     "batch_progress",
@@ -137,6 +140,7 @@ __all__ = [
     "counts_per_status_and_name",
     "cron_definitions",
     "cron_spec",
+    "defined_names",
     "describe_dynamic_schedule",
     "describe_expression",
     "describe_inactive_schedule",
@@ -152,6 +156,7 @@ __all__ = [
     "jobs",
     "live_window",
     "live_workers",
+    "mark_stranded",
     "next_runs",
     "number",
     "oldest_pending",
@@ -168,6 +173,7 @@ __all__ = [
     "schedules",
     "soonest_dynamic",
     "status_counts",
+    "stranded_names",
     "upstream_jobs",
     "with_last_occurrence",
     "with_workflow_links",

@@ -42,6 +42,7 @@ VALID = {
     "WORKER_CONN_MAX_AGE": None,
     "EAGER": False,
     "MAX_CLOCK_SKEW": 5,
+    "DISCOVER": ["jobs", "tasks", "billing.jobs"],
 }
 
 
@@ -97,6 +98,7 @@ BAD_VALUES = [
     ("WORKER_CONN_MAX_AGE", "E016", [-1, "600", True, math.inf]),
     ("EAGER", "E019", [1, "yes", None]),
     ("MAX_CLOCK_SKEW", "E021", [0, -1, "10", True, math.nan, math.inf]),
+    ("DISCOVER", "E022", ["tasks", ["jobs", ""], ["my-tasks"], [None], ("jobs.",), None]),
 ]
 
 
@@ -334,3 +336,33 @@ def test_charset_check_runs_only_when_asked_for_that_database(monkeypatch):
 def test_charset_check_leaves_other_vendors_alone(monkeypatch, vendor):
     fake_connections(monkeypatch, vendor=vendor)  # no cursor: a query would raise
     assert check_database_charset(databases=["default"]) == []
+
+
+# --- W005: another app's runjobs command ---------------------------------------------------
+
+
+def test_w005_another_apps_runjobs_listed_first_shadows_ours():
+    """django-extensions (installed for this test: the dev extra) has a runjobs too."""
+    apps = ["django.contrib.contenttypes", "django_extensions", "django_cronqueue"]
+    with override_settings(INSTALLED_APPS=apps):
+        message = only(checks.check_runjobs_not_shadowed(), "W005")
+    assert message.level == WARNING
+    assert "'django_extensions'" in message.msg
+    assert message.hint == "List \"django_cronqueue\" above 'django_extensions' in INSTALLED_APPS."
+
+
+def test_no_w005_when_django_cronqueue_is_listed_first():
+    apps = ["django.contrib.contenttypes", "django_cronqueue", "django_extensions"]
+    with override_settings(INSTALLED_APPS=apps):
+        assert checks.check_runjobs_not_shadowed() == []
+    assert checks.check_runjobs_not_shadowed() == []  # the test settings
+
+
+def test_discover_falls_back_to_jobs_when_invalid():
+    from django_cronqueue.conf import discover_modules
+
+    assert discover_modules() == ("jobs",)
+    with override_settings(CRONQUEUE={"DISCOVER": ["jobs", "tasks"]}):
+        assert discover_modules() == ("jobs", "tasks")
+    with override_settings(CRONQUEUE={"DISCOVER": "tasks"}):  # E022: a string, not a list
+        assert discover_modules() == ("jobs",)

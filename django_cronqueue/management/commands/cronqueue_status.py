@@ -29,7 +29,8 @@ class Command(BaseCommand):
         "pending job, the running jobs and their progress, paused queues and job names, "
         "cron schedules and their next runs, live workers. With --check, exit non-zero "
         "when no worker is alive, a live worker's clock is off the database's by more "
-        "than MAX_CLOCK_SKEW, a schedule is overdue or the oldest due pending job that "
+        "than MAX_CLOCK_SKEW, a schedule is overdue, due pending jobs of a name no live "
+        "worker defines have waited longer than LEASE, or the oldest due pending job that "
         "no pause holds back is too old (a health probe)."
     )
     requires_system_checks: list[str] = []
@@ -122,6 +123,11 @@ class Command(BaseCommand):
             write(
                 f"Oldest due pending job: {oldest.name} #{oldest.id} (queue {oldest.queue}), "
                 f"waiting {oldest.age_seconds:.0f}s"
+            )
+        for stranded in report.stranded:
+            write(
+                f"Stranded: {stranded.count} due pending {stranded.name} job(s), the oldest "
+                f"waiting {stranded.waited_seconds:.0f}s: no live worker defines this name"
             )
         self._print_running(report)
         self._print_pauses(report)

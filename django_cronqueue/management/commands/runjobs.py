@@ -124,6 +124,16 @@ class Command(BaseCommand):
             ) from None
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from django_cronqueue import console
+
+        uninstall = console.install(options["verbosity"], options.get("stderr") or sys.stderr)
+        try:
+            self.run_worker(options)
+        finally:
+            uninstall()
+
+    def run_worker(self, options: dict[str, Any]) -> None:
+        from django_cronqueue.exceptions import NotMigrated
         from django_cronqueue.worker import Worker
 
         self.check(display_num_errors=False)
@@ -141,6 +151,8 @@ class Command(BaseCommand):
         metrics = self.serve_metrics(options["metrics_port"], options["metrics_addr"])
         try:
             exit_code = worker.run()
+        except NotMigrated as exc:
+            raise CommandError(str(exc)) from None
         finally:
             if metrics is not None:
                 metrics.close()

@@ -1,0 +1,105 @@
+"""The cost of runjobs's console lines on the drain: one runjobs --burst process (default
+settings: one slot) drains N no-op jobs on PostgreSQL, without LOGGING, printing
+a line per success (-v 1, the default), nothing but errors (-v 0), or every line as a full
+log record (-v 3: the thread name, no fast path). Rounds alternate the variants (the
+machine may be busy); jobs/s is N over the first start to the last finish.
+
+    python bench/console_cost.py [--jobs 5000] [--rounds 5] [--db cq_console_bench]
+                                 [--concurrency 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {"v0 (no lines)": "0", "v1 (a line per job)": "1", "v3 (log records)": "3"}
+
+ENQUEUE = """
+from django_cronqueue import jobs
+from django_cronqueue.models import Job
+from tests.firsthour.shop import jobs as shop
+Job.objects.all().delete()
+jobs.enqueue_many(shop.noop, [{{"n": i}} for i in range({count})])
+"""
+RATE = """
+from django.db.models import Max, Min
+from django_cronqueue.models import Job
+span = Job.objects.filter(status="succeeded").aggregate(a=Min("started_at"), b=Max("finished_at"))
+count = Job.objects.filter(status="succeeded").count()
+print(count, count / (span["b"] - span["a"]).total_seconds())
+"""
+
+
+def manage(env: dict[str, str], *args: str, stderr: int | None = None) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=stderr if stderr is not None else subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--db", default="cq_console_bench")
+    parser.add_argument("--concurrency", default="1", help="runjobs --concurrency; 1")
+    args = parser.parse_args()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.firsthour.settings",
+        "PYTHONPATH": str(ROOT),
+        "FIRSTHOUR_DB": "unused",
+        "FIRSTHOUR_PG": args.db,
+    }
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", args.db], check=False)
+    manage(env, "migrate", "-v", "0")
+    rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(args.rounds):
+            order = list(VARIANTS.items())
+            if round_ % 2:
+                order.reverse()
+            for name, verbosity in order:
+                manage(env, "shell", "-c", ENQUEUE.format(count=args.jobs))
+                with open(Path(tmp) / "stderr.log", "w") as log:
+                    manage(
+                        env,
+                        "runjobs",
+                        "--burst",
+                        "--concurrency",
+                        args.concurrency,
+                        "-v",
+                        verbosity,
+                        stderr=log.fileno(),
+                    )
+                lines = (Path(tmp) / "stderr.log").read_text().count("succeeded in")
+                count, rate = manage(env, "shell", "-c", RATE).split()[-2:]
+                assert int(count) == args.jobs, count
+                rates[name].append(float(rate))
+                print(f"round {round_ + 1} {name}: {float(rate):.0f} jobs/s, {lines} lines")
+    base = statistics.median(rates["v0 (no lines)"])
+    for name, values in rates.items():
+        median = statistics.median(values)
+        ratios = [v / b for v, b in zip(values, rates["v0 (no lines)"], strict=True)]
+        print(
+            f"{name}: median {median:.0f} jobs/s ({median / base:.3f} of v0); "
+            f"per-round ratios to v0: {', '.join(f'{r:.3f}' for r in ratios)}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,8 @@
+"""Where Celery code lives: not imported unless CRONQUEUE["DISCOVER"] lists "tasks"."""
+
+from django_cronqueue import jobs
+
+
+@jobs.job
+def send_receipt(order_id: int) -> None:
+    pass
