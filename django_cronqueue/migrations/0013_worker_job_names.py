@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_cronqueue', '0011_name_status_queue_index'),
+        ('django_cronqueue', '0012_mysql_exact_queue_and_window_key'),
     ]
 
     operations = [

@@ -44,6 +44,6 @@ def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_cronqueue", "0011_name_status_queue_index")]
+    dependencies = [("django_cronqueue", "0013_worker_job_names")]
 
     operations = [migrations.RunPython(forwards, backwards, elidable=False)]
