@@ -300,7 +300,7 @@ def test_occurrences_match_the_minute_by_minute_reference(spec: Spec, window: Wi
     assert cron.is_interval(spec.expression) == spec.interval
 
 
-@settings(PROPERTY_SETTINGS, max_examples=200)
+@settings(PROPERTY_SETTINGS, max_examples=100)
 @given(any_specs())
 def test_never_running_expressions_are_refused(spec: Spec) -> None:
     if spec.never_runs:
@@ -320,7 +320,7 @@ def _equal_stepped_range(text: str) -> bool:
     return any(len(bounds) == 2 and number(bounds[0]) == number(bounds[1]) for bounds in ranges)
 
 
-@settings(PROPERTY_SETTINGS, max_examples=60)
+@settings(PROPERTY_SETTINGS, max_examples=40)
 @given(specs(), st.integers(0, 10 * 365 * 24 * 60))
 def test_cronsim_agrees_in_utc(spec: Spec, minutes: int) -> None:
     """cronsim (written to match Debian cron) as a second, independent oracle. It reads
