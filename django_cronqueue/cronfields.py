@@ -146,7 +146,9 @@ def _parse_item(field: _Field, text: str, item: str) -> tuple[str, frozenset[int
             match["end"] is not None and start == end
         ):  # 9-SEP, mon-1: one value (croniter would read the whole field)
             return match["start"], frozenset({_canonical(field, start)})
-    if step is not None and step > field.last - field.low:
+    # A step as long as the field (*/60 minutes: every 60 minutes, at minute 0) still means
+    # what it says; a longer one (*/90) cannot run every 90 minutes and selects the first value.
+    if step is not None and step > field.last - field.low + 1:
         raise FieldProblem(
             f"field {field.name!r} value {item!r} has a step of {step}, more than the "
             f"field's range {field.low}-{field.last} allows: it selects only "

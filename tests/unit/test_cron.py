@@ -562,12 +562,11 @@ def test_rare_expressions_are_accepted(expression: str) -> None:
             "range 0-59 allows: it selects only minute 0 (once an hour)",
         ),
         ("*/61 * * * *", "step of 61"),
-        ("*/60 * * * *", "step of 60"),
-        ("10-50/60 * * * *", "it selects only minute 10"),
+        ("10-50/61 * * * *", "it selects only minute 10"),
         ("0 */25 * * *", "field 'hour' value '*/25' has a step of 25"),
-        ("0 0 */31 * *", "it selects only day 1 (once a month)"),
-        ("0 0 1 */12 *", "it selects only January (once a year)"),
-        ("0 0 * * */7", "it selects only SUN (once a week)"),
+        ("0 0 */32 * *", "it selects only day 1 (once a month)"),
+        ("0 0 1 */13 *", "it selects only January (once a year)"),
+        ("0 0 * * */8", "it selects only SUN (once a week)"),
     ],
 )
 def test_steps_beyond_the_field_are_refused(expression: str, problem: str) -> None:
@@ -577,7 +576,16 @@ def test_steps_beyond_the_field_are_refused(expression: str, problem: str) -> No
 
 
 @pytest.mark.parametrize(
-    "expression", ["*/59 * * * *", "0 */23 * * *", "0 0 */30 * *", "0 0 1 */11 *", "0 0 * * */6"]
+    "expression",
+    [
+        "*/59 * * * *",
+        "*/60 * * * *",
+        "0 */24 * * *",
+        "0 0 */31 * *",
+        "0 0 1 */12 *",
+        "0 0 * * */7",
+        "10-50/60 * * * *",
+    ],
 )
 def test_the_largest_steps_are_accepted(expression: str) -> None:
     assert cron.validate_expression(expression) == expression
