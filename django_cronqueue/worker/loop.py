@@ -32,15 +32,15 @@ from django.db import (
     connections,
 )
 
-from . import dbclock, lifecycle, signals
-from .claiming import ClaimedJob, claim_request, is_capped
-from .conf import database_alias, get_settings, max_clock_skew
-from .execution import Call, Recorder, call, new_context, write_and_claim
-from .held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
-from .models import Worker as WorkerRow
-from .notify import listen
-from .registry import registry
-from .ticks import Housekeeping
+from .. import dbclock, lifecycle, signals
+from ..claiming import ClaimedJob, claim_request, is_capped
+from ..conf import database_alias, get_settings, max_clock_skew
+from ..execution import Call, Recorder, call, new_context, write_and_claim
+from ..held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
+from ..models import Worker as WorkerRow
+from ..notify import listen
+from ..registry import registry
+from ..ticks import Housekeeping
 
 logger = logging.getLogger("django_cronqueue")
 
