@@ -112,6 +112,7 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    soft_timeout: float | None = None,
 ) -> Decorator: ...
 
 
@@ -129,6 +130,7 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    soft_timeout: float | None = None,
 ) -> JobHandle | Decorator:
     """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
 
@@ -149,6 +151,7 @@ def job(
             rate_limit=rate_limit,
             kind=JobHandle,
             dedupe_for=dedupe_for,
+            soft_timeout=soft_timeout,
         )
         assert isinstance(handle, JobHandle)
         return handle
@@ -170,6 +173,7 @@ def cron(
     retries: int | None = None,
     backoff: BackoffFunction | None = None,
     timeout: float | None = None,
+    soft_timeout: float | None = None,
     queue: str | None = None,
     priority: int = 0,
     on_failed: OnFailed | None = None,
@@ -217,6 +221,7 @@ def cron(
             on_failed=on_failed,
             cron=spec,
             kind=JobHandle,
+            soft_timeout=soft_timeout,
         )
         assert isinstance(handle, JobHandle)
         return handle

@@ -26,7 +26,7 @@ from .claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_suc
 from .conf import database_alias, get_settings
 from .context import JobContext, activate
 from .error_text import describe
-from .exceptions import JobCancelled, Snooze
+from .exceptions import JobCancelled, Snooze, SoftTimeLimitExceeded
 from .lifecycle import Outcome
 from .models import Batch, Job, JobStatus
 from .registry import JobDefinition, registry
@@ -354,7 +354,9 @@ def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext
         args, kwargs = (), job.payload
     with activate(context):
         if definition.is_async:
-            return async_to_sync(_run_cancellable)(context, definition.func, args, kwargs)
+            return async_to_sync(_run_cancellable)(
+                context, definition.func, args, kwargs, definition.soft_timeout
+            )
         return definition.func(*args, **kwargs)
 
 
@@ -365,20 +367,35 @@ def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> No
 
 
 async def _run_cancellable(
-    context: JobContext, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    context: JobContext,
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    soft_timeout: float | None = None,
 ) -> Any:
     """Run an ``async def`` handler as a task of this event loop, cancelled on the loop
     (``asyncio.CancelledError`` inside the handler) when a cancel of its job is requested.
-    A CancelledError that escapes the handler then becomes ``jobs.JobCancelled``."""
+    A CancelledError that escapes the handler then becomes ``jobs.JobCancelled``; after
+    ``soft_timeout`` seconds the task is cancelled too, and it becomes
+    ``jobs.SoftTimeLimitExceeded``."""
     loop = asyncio.get_running_loop()
     task = loop.create_task(func(*args, **kwargs))
     context.on_cancel(lambda: _cancel_soon(loop, task))
+    soft_limit = loop.call_later(soft_timeout, task.cancel) if soft_timeout else None
     try:
         return await task
     except asyncio.CancelledError:
+        if soft_limit is not None and soft_limit.when() <= loop.time() and task.cancelled():
+            raise SoftTimeLimitExceeded(
+                f"Job {context.name} #{context.job_id} ran past its soft time limit of "
+                f"{soft_timeout:g}s"
+            ) from None
         if context.cancel_requested and task.cancelled():
             raise JobCancelled(f"Job {context.name} #{context.job_id}: cancelled") from None
         raise
+    finally:
+        if soft_limit is not None:
+            soft_limit.cancel()
 
 
 def storable_result(value: Any) -> Any:

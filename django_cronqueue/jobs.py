@@ -19,7 +19,16 @@ from .backoff import exponential
 from .context import JobContext, current
 from .cronspec import CronRun
 from .decorators import JobHandle, cron, job
-from .exceptions import InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
+from .exceptions import (
+    ChildDied,
+    InvalidPayload,
+    JobCancelled,
+    LeaseLost,
+    Snooze,
+    SoftTimeLimitExceeded,
+    TimeLimitExceeded,
+    UnknownJob,
+)
 from .registry import JobDefinition
 from .results import TickResult
 from .workflows import Chain, Group, Signature
@@ -31,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Batch",
     "Chain",
+    "ChildDied",
     "CronRun",
     "Group",
     "InvalidPayload",
@@ -41,7 +51,9 @@ __all__ = [
     "LeaseLost",
     "Signature",
     "Snooze",
+    "SoftTimeLimitExceeded",
     "TickResult",
+    "TimeLimitExceeded",
     "UnknownJob",
     "cancel",
     "chain",

@@ -1,6 +1,39 @@
 """The ``runjobs`` worker: ``Worker`` (``loop``) claims, renews leases and records
-outcomes; its pool runs the handlers."""
+outcomes; its pool runs the handlers: slot threads, or child processes (``processes``)."""
 
-from .loop import HELPER_JOIN_TIMEOUT, MAX_DB_BACKOFF, OUTCOME_WRITE_ATTEMPTS, Worker
+from __future__ import annotations
 
-__all__ = ["HELPER_JOIN_TIMEOUT", "MAX_DB_BACKOFF", "OUTCOME_WRITE_ATTEMPTS", "Worker"]
+from typing import Any
+
+from .database import MAX_DB_BACKOFF
+from .loop import EXIT_STUCK, HELPER_JOIN_TIMEOUT, OUTCOME_WRITE_ATTEMPTS, Worker
+
+__all__ = [
+    "EXIT_STUCK",
+    "HELPER_JOIN_TIMEOUT",
+    "MAX_DB_BACKOFF",
+    "OUTCOME_WRITE_ATTEMPTS",
+    "Worker",
+    "make_worker",
+]
+
+
+def make_worker(
+    pool: str,
+    *,
+    max_jobs_per_child: int | None = None,
+    max_memory_per_child: int | None = None,
+    **options: Any,
+) -> Worker:
+    """The worker of ``pool`` (threads or processes), with ``Worker``'s options."""
+    if pool == "processes":
+        from .processes import ProcessWorker
+
+        return ProcessWorker(
+            max_jobs_per_child=max_jobs_per_child,
+            max_memory_per_child=max_memory_per_child,
+            **options,
+        )
+    if pool != "threads":
+        raise ValueError(f"pool must be threads or processes, got {pool!r}")
+    return Worker(**options)

@@ -42,6 +42,10 @@ VALID = {
     "WORKER_CONN_MAX_AGE": None,
     "EAGER": False,
     "MAX_CLOCK_SKEW": 5,
+    "POOL": "processes",
+    "TIMEOUT_GRACE": 0,
+    "MAX_JOBS_PER_CHILD": 1,
+    "MAX_MEMORY_PER_CHILD": None,
 }
 
 
