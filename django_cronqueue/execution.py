@@ -342,19 +342,25 @@ def gained_downstream(unwritten: list[Call]) -> list[Call]:
     return [outcome for outcome in unwritten if outcome.job.id in ids]
 
 
-def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:
+def handler_arguments(
+    definition: JobDefinition, job: ClaimedJob, context: JobContext
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The handler's positional and keyword arguments: a schedule's ``CronRun``, or the
+    payload."""
     if definition.cron is not None:
         run = definition.cron.run_for(
             job_id=job.id, scheduled_for=job.scheduled_for, created_at=job.created_at
         )
         context.scheduled_for = run.scheduled_for
-        args: tuple[Any, ...] = (run,)
-        kwargs: dict[str, Any] = {}
-    else:
-        args, kwargs = (), job.payload
+        return (run,), {}
+    return (), job.payload
+
+
+def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:
+    args, kwargs = handler_arguments(definition, job, context)
     with activate(context):
         if definition.is_async:
-            return async_to_sync(_run_cancellable)(
+            return async_to_sync(run_cancellable)(
                 context, definition.func, args, kwargs, definition.soft_timeout
             )
         return definition.func(*args, **kwargs)
@@ -366,7 +372,7 @@ def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> No
         loop.call_soon_threadsafe(task.cancel)
 
 
-async def _run_cancellable(
+async def run_cancellable(
     context: JobContext,
     func: Callable[..., Any],
     args: tuple[Any, ...],

@@ -1,5 +1,6 @@
 """The ``runjobs`` worker: ``Worker`` (``loop``) claims, renews leases and records
-outcomes; its pool runs the handlers: slot threads, or child processes (``processes``)."""
+outcomes; its pool runs the handlers: slot threads, child processes (``processes``) or
+one event loop (``asyncio_pool``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def make_worker(
     max_memory_per_child: int | None = None,
     **options: Any,
 ) -> Worker:
-    """The worker of ``pool`` (threads or processes), with ``Worker``'s options."""
+    """The worker of ``pool`` (threads, processes or asyncio), with ``Worker``'s options."""
     if pool == "processes":
         from .processes import ProcessWorker
 
@@ -34,6 +35,10 @@ def make_worker(
             max_memory_per_child=max_memory_per_child,
             **options,
         )
+    if pool == "asyncio":
+        from .asyncio_pool import AsyncioWorker
+
+        return AsyncioWorker(**options)
     if pool != "threads":
-        raise ValueError(f"pool must be threads or processes, got {pool!r}")
+        raise ValueError(f"pool must be threads, processes or asyncio, got {pool!r}")
     return Worker(**options)

@@ -12,7 +12,7 @@ from ..conf import get_settings, user_settings
 from ..registry import registry
 from ..validation import is_finite_number, is_int
 
-POOLS = ("threads", "processes")
+POOLS = ("threads", "processes", "asyncio")
 CHECK_ID = "django_cronqueue.{}"
 
 # The pool this process's runjobs was started with (--pool), when it differs from

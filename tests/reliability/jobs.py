@@ -471,3 +471,9 @@ def overruns(key: str, seconds: float) -> None:
     mark("start", key)
     time.sleep(seconds)
     mark("end", key)
+
+
+@jobs.job(name="rel.pool.async_sleeps", timeout=2, retries=0)
+async def async_sleeps(key: str, seconds: float) -> None:
+    """The asyncio pool's job: awaits ``seconds`` (past its 2 s timeout: cancelled)."""
+    await asyncio.sleep(seconds)

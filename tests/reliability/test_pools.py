@@ -4,11 +4,13 @@ pool's promise that a run past its timeout never overlaps a retry of its job."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import time
 
 import pytest
+from django.db.models import Count
 
 from django_cronqueue import jobs
 from django_cronqueue.models import Job
@@ -171,3 +173,24 @@ def test_a_thread_pool_run_past_its_timeout_never_overlaps_another_run_of_its_jo
     assert row.last_error.startswith("TimeLimitExceeded"), row.last_error
     for worker in workers:
         assert runjobs.stop(worker) == 0
+
+
+def test_the_asyncio_pool_runs_many_async_handlers_at_once_and_cancels_at_the_timeout(runjobs):
+    """300 handlers awaiting 1 s each, one process at --concurrency 300, plus one that
+    awaits past its 2 s timeout (its task is cancelled: TimeLimitExceeded) and a sync
+    handler (the bounded executor). Each runs once; the burst ends when all are done."""
+    jobs.enqueue_many(rel.async_sleeps, [{"key": f"a{i}", "seconds": 1} for i in range(300)])
+    late = jobs.enqueue(rel.async_sleeps, {"key": "late", "seconds": 30})
+    sync = jobs.enqueue(rel.tracked, {"key": "sync"})
+    worker = runjobs.start("--pool", "asyncio", "--concurrency", "300", "--burst", settings=FAST)
+    assert worker.wait(120) == 0, runjobs.log(worker)
+    counts = dict(
+        Job.objects.filter(name="rel.pool.async_sleeps", attempts=1)
+        .values_list("status")
+        .annotate(n=Count("id"))
+    )
+    assert counts == {"succeeded": 300, "failed": 1}, runjobs.log(worker)
+    row = Job.objects.get(pk=late.pk)
+    assert row.last_error.startswith("TimeLimitExceeded"), row.last_error
+    assert row.finished_at - row.started_at < dt.timedelta(seconds=15)
+    assert Job.objects.get(pk=sync.pk).status == "succeeded"

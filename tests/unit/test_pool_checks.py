@@ -40,7 +40,7 @@ async def async_handler() -> None:
     ("key", "value", "check_id"),
     [
         ("POOL", "prefork", "E030"),
-        ("POOL", "asyncio", "E030"),
+        ("POOL", "eventlet", "E030"),
         ("TIMEOUT_GRACE", -1, "E033"),
         ("TIMEOUT_GRACE", float("inf"), "E033"),
         ("MAX_JOBS_PER_CHILD", 0, "E034"),

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 
 from django_cronqueue import jobs
 from django_cronqueue.context import JobContext
-from django_cronqueue.execution import _run_cancellable
+from django_cronqueue.execution import run_cancellable
 
 
 def test_an_async_handler_past_its_soft_timeout_gets_soft_time_limit_exceeded():
@@ -25,7 +25,7 @@ def test_an_async_handler_past_its_soft_timeout_gets_soft_time_limit_exceeded():
 
     context = JobContext(job_id=1, name="t.slow", attempt=1, scheduled_for=None, payload={})
     with pytest.raises(jobs.SoftTimeLimitExceeded, match=r"soft time limit of 0\.2s"):
-        async_to_sync(_run_cancellable)(context, slow, (), {}, 0.2)
+        async_to_sync(run_cancellable)(context, slow, (), {}, 0.2)
     assert seen == ["cleanup"]
 
 
@@ -34,4 +34,4 @@ def test_an_async_handler_within_its_soft_timeout_returns():
         return 7
 
     context = JobContext(job_id=1, name="t.quick", attempt=1, scheduled_for=None, payload={})
-    assert async_to_sync(_run_cancellable)(context, quick, (), {}, 5) == 7
+    assert async_to_sync(run_cancellable)(context, quick, (), {}, 5) == 7

@@ -88,9 +88,10 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--pool",
-            choices=["threads", "processes"],
-            help="How handlers run: threads (one per --concurrency slot) or processes (a "
-            "forked child per slot, killed at the job's timeout). Default: CRONQUEUE['POOL'].",
+            choices=["threads", "processes", "asyncio"],
+            help="How handlers run: threads (one per --concurrency slot), processes (a "
+            "forked child per slot, killed at the job's timeout) or asyncio (async def "
+            "handlers as tasks of one event loop). Default: CRONQUEUE['POOL'].",
         )
         parser.add_argument(
             "--max-jobs-per-child",
