@@ -8,6 +8,9 @@
 - **kill**: ``--kills`` jobs stuck in a C-level sleep with ``timeout=1``, one process-pool
   worker: for each, the time from its hard limit (started_at + 1 s) to its row's
   ``finished_at`` (failed, TimeLimitExceeded). Target: p95 < 1 s.
+- **asyncio**: ``--async-jobs`` (1,000) jobs each awaiting ``asyncio.sleep(1)``, one
+  ``runjobs --pool asyncio --concurrency 1000 --burst``: first start to last finish, and the
+  process's peak resident set. Target: under 3 s, under 150 MB.
 - **memory**: the resident set of an idle ``--pool processes --concurrency 2`` worker and of
   each of its children (and of an idle thread-pool worker).
 
@@ -137,11 +140,37 @@ def idle_memory(pool: str) -> dict[str, Any]:
         worker.wait(60)
 
 
+def asyncio_drain(count: int) -> dict[str, float]:
+    from django_cronqueue import jobs
+
+    sql(f"DELETE FROM {TABLE}")
+    jobs.enqueue_many("benchjobs.sleeps", [{"n": i} for i in range(count)])
+    sql(f"VACUUM ANALYZE {TABLE}")
+    worker = runjobs("--pool", "asyncio", "--concurrency", str(count), "--burst")
+    peak = 0.0
+    while worker.poll() is None:
+        try:
+            for line in Path(f"/proc/{worker.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except OSError:
+            pass
+        time.sleep(0.05)
+    [(done, first, last)] = sql(
+        f"SELECT COUNT(*), MIN(started_at), MAX(finished_at) FROM {TABLE} "
+        "WHERE status = 'succeeded'"
+    )
+    if done != count:
+        raise SystemExit(f"the asyncio drain finished {done} of {count} jobs")
+    return {"seconds": (last - first).total_seconds(), "peak_rss_mb": peak}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=5_000)
     parser.add_argument("--cpu-jobs", type=int, default=100)
     parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--async-jobs", type=int, default=1_000)
     options = parser.parse_args()
     os.environ.update(ENV)
     sys.path[:0] = [str(BENCH), str(ROOT)]
@@ -160,6 +189,7 @@ def main() -> int:
         results[f"drain_{pool}"] = drain("benchjobs.noop", options.jobs, pool)
         results[f"cpu_{pool}"] = drain("benchjobs.cpu", options.cpu_jobs, pool)
         results[f"idle_{pool}"] = idle_memory(pool)
+    results["asyncio"] = asyncio_drain(options.async_jobs)
     latencies = kill_latencies(options.kills)
     results["kill_latencies"] = latencies
     p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))]
@@ -177,6 +207,11 @@ def main() -> int:
     print(
         f"hard limit -> failure recorded: median {statistics.median(latencies):.2f}s, "
         f"p95 {p95:.2f}s (target < 1s)"
+    )
+    print(
+        f"asyncio pool, {options.async_jobs} x asyncio.sleep(1): "
+        f"{results['asyncio']['seconds']:.2f}s, peak {results['asyncio']['peak_rss_mb']:.0f} MB "
+        "(target < 3 s, < 150 MB)"
     )
     for pool in ("threads", "processes"):
         idle = results[f"idle_{pool}"]

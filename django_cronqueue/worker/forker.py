@@ -107,6 +107,8 @@ def _serve(
 ) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_IGN)  # the worker decides when children end
+    for signum in (signal.SIGUSR1, signal.SIGALRM):
+        signal.signal(signum, signal.SIG_IGN)  # until a child installs its handlers
     die_with_parent(worker_pid)
     forker_pid = os.getpid()
     children: set[int] = set()

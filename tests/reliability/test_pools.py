@@ -194,3 +194,17 @@ def test_the_asyncio_pool_runs_many_async_handlers_at_once_and_cancels_at_the_ti
     assert row.last_error.startswith("TimeLimitExceeded"), row.last_error
     assert row.finished_at - row.started_at < dt.timedelta(seconds=15)
     assert Job.objects.get(pk=sync.pk).status == "succeeded"
+
+
+def test_a_thread_pool_worker_exits_with_status_3_when_a_handler_stays_past_the_grace(runjobs):
+    """TIMEOUT_GRACE=1: a handler still running 1 s past its 1 s timeout makes the worker
+    exit with status 3 (for its supervisor to restart it); until then it kept the lease,
+    and the job was run once."""
+    job = jobs.enqueue(rel.overruns, {"key": "stuck", "seconds": 60})
+    worker = runjobs.start("--pool", "threads", settings={**FAST, "TIMEOUT_GRACE": 1})
+    assert worker.wait(60) == 3, runjobs.log(worker)
+    log = runjobs.log(worker)
+    assert f"rel.pool.overruns #{job.pk}; exiting with status 3" in log
+    assert [key for key, _, _ in marks("start")] == ["stuck"]
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts) == ("running", 1)  # back after one lease

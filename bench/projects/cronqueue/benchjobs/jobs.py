@@ -46,3 +46,11 @@ def stuck(n: int) -> None:
     import ctypes.util
 
     ctypes.CDLL(ctypes.util.find_library("c")).sleep(1000)
+
+
+@jobs.job
+async def sleeps(n: int) -> None:
+    """bench/pools.py: the asyncio pool's job, awaiting one second."""
+    import asyncio
+
+    await asyncio.sleep(1)
