@@ -20,6 +20,7 @@ class CronQueueConfig(AppConfig):
         from .conf import discover_modules
         from .ticks import Housekeeping
         from .verbs import Verbs
+        from .worker import checks as pool_checks  # noqa: F401  (registers pool checks)
 
         # What the models' verbs (Job.retry(), CronSchedule.run_now(), ...) call, and
         # what this process's in-process ticks (jobs.tick()) remember between calls.

@@ -93,6 +93,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         if key == "DATABASE":
             messages.extend(_check_database_key(value))
             continue
+        if key not in RULES:  # the worker pool keys: django_cronqueue.worker.checks
+            continue
         check_id, valid, expected = RULES[key]
         if not valid(value):
             messages.append(

@@ -33,6 +33,12 @@ class CronQueueSettings:
     MAX_PAYLOAD_BYTES: int = 1_000_000
     WORKER_CONN_MAX_AGE: float | None = 600
     MAX_CLOCK_SKEW: float | None = None  # None: a third of LEASE (see max_clock_skew)
+    POOL: str = "threads"  # runjobs' default --pool: threads, processes or asyncio
+    # Seconds a thread-pool handler may stay past its timeout before the worker exits
+    # (its supervisor restarts it; the lease of that run is kept until then).
+    TIMEOUT_GRACE: float = 60
+    MAX_JOBS_PER_CHILD: int | None = None  # process pool: replace a child after N jobs
+    MAX_MEMORY_PER_CHILD: int | None = None  # process pool: MB of resident set after a job
     EAGER: bool = False  # tests: enqueue runs the handler at once (django_cronqueue.eager)
     DISCOVER: tuple[str, ...] = ("jobs",)  # modules imported from every installed app
 

@@ -159,6 +159,12 @@ class JobContext:
         with self._lock:
             return self._progress
 
+    def put_progress(self, progress: dict[str, Any]) -> None:
+        """Take progress set elsewhere (by the handler in a process-pool child)."""
+        with self._lock:
+            self._progress = progress
+            self._progress_unwritten = True
+
     def take_unwritten_progress(self) -> dict[str, Any] | None:
         """The latest progress if it changed since the last call, else None."""
         with self._lock:

@@ -174,6 +174,7 @@ def job(
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
     retry_on: ExceptionOption | None = None,
     discard_on: ExceptionOption | None = None,
+    soft_timeout: float | None = None,
 ) -> Decorator: ...
 
 
@@ -193,6 +194,7 @@ def job(
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
     retry_on: ExceptionOption | None = None,
     discard_on: ExceptionOption | None = None,
+    soft_timeout: float | None = None,
 ) -> JobHandle | Decorator:
     """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
 
@@ -215,6 +217,7 @@ def job(
             dedupe_for=dedupe_for,
             retry_on=retry_on,
             discard_on=discard_on,
+            soft_timeout=soft_timeout,
         )
         assert isinstance(handle, JobHandle)
         return handle
@@ -236,6 +239,7 @@ def cron(
     retries: int | None = None,
     backoff: BackoffFunction | None = None,
     timeout: float | None = None,
+    soft_timeout: float | None = None,
     queue: str | None = None,
     priority: int = 0,
     on_failed: OnFailed | None = None,
@@ -287,6 +291,7 @@ def cron(
             kind=JobHandle,
             retry_on=retry_on,
             discard_on=discard_on,
+            soft_timeout=soft_timeout,
         )
         assert isinstance(handle, JobHandle)
         return handle

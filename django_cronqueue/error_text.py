@@ -55,6 +55,9 @@ def describe(exc: BaseException) -> str:
 
 
 def format_traceback(exc: BaseException) -> str:
+    remote = getattr(exc, "remote_traceback", None)  # raised in a process-pool child
+    if isinstance(remote, str):
+        return clean_text(remote, MAX_TRACEBACK_CHARS)
     try:
         text = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
     except Exception:

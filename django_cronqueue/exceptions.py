@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
+from typing import Any
 
 
 class CronQueueError(Exception):
@@ -89,6 +91,26 @@ class Snooze(Exception):
         self.delay = delay
         super().__init__(f"snoozed for {delay.total_seconds():g}s")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A snooze raised in a process-pool child crosses to its parent.
+        return (functools.partial(Snooze, delta=self.delay), ())
+
+
+class TimeLimitExceeded(CronQueueError):
+    """A run went past its job's ``timeout``: in the process pool its child process
+    was killed; in the thread pool the handler returned late. The attempt fails with
+    this error (in ``last_error``) and the job is retried or failed by its policy."""
+
+
+class SoftTimeLimitExceeded(CronQueueError):
+    """Raised inside a handler when its job's ``soft_timeout`` passes (process pool;
+    ``async def`` handlers in the thread and asyncio pools), so that it can clean up
+    before the hard ``timeout``. Unless caught, the attempt fails with it."""
+
+
+class ChildDied(CronQueueError):
+    """The process-pool child running the job died (a signal, ``os._exit``, the OOM
+    killer); the message names the signal or the exit status."""
 
 class NotMigrated(CronQueueError):
     """The database lacks the package's tables: ``manage.py migrate`` was not run."""

@@ -26,7 +26,7 @@ from .claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_suc
 from .conf import database_alias, get_settings
 from .context import JobContext, activate
 from .error_text import describe
-from .exceptions import JobCancelled, Snooze
+from .exceptions import JobCancelled, Snooze, SoftTimeLimitExceeded
 from .lifecycle import Outcome
 from .models import Batch, Job, JobStatus
 from .registry import JobDefinition, registry
@@ -345,21 +345,29 @@ def gained_downstream(unwritten: list[Call]) -> list[Call]:
     return [outcome for outcome in unwritten if outcome.job.id in ids]
 
 
-def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:
+def handler_arguments(
+    definition: JobDefinition, job: ClaimedJob, context: JobContext
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The handler's positional and keyword arguments: a schedule's ``CronRun``, or the
+    payload."""
     if definition.cron is not None:
         run = definition.cron.run_for(
             job_id=job.id, scheduled_for=job.scheduled_for, created_at=job.created_at
         )
         context.scheduled_for = run.scheduled_for
-        args: tuple[Any, ...] = (run,)
-        kwargs: dict[str, Any] = {}
-    elif job.tagged and definition.typed_values:
-        args, kwargs = (), typedjson.decode(job.payload)
-    else:
-        args, kwargs = (), job.payload
+        return (run,), {}
+    if job.tagged and definition.typed_values:
+        return (), typedjson.decode(job.payload)
+    return (), job.payload
+
+
+def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:
+    args, kwargs = handler_arguments(definition, job, context)
     with activate(context):
         if definition.is_async:
-            return async_to_sync(_run_cancellable)(context, definition.func, args, kwargs)
+            return async_to_sync(run_cancellable)(
+                context, definition.func, args, kwargs, definition.soft_timeout
+            )
         return definition.func(*args, **kwargs)
 
 
@@ -369,21 +377,36 @@ def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> No
         loop.call_soon_threadsafe(task.cancel)
 
 
-async def _run_cancellable(
-    context: JobContext, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+async def run_cancellable(
+    context: JobContext,
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    soft_timeout: float | None = None,
 ) -> Any:
     """Run an ``async def`` handler as a task of this event loop, cancelled on the loop
     (``asyncio.CancelledError`` inside the handler) when a cancel of its job is requested.
-    A CancelledError that escapes the handler then becomes ``jobs.JobCancelled``."""
+    A CancelledError that escapes the handler then becomes ``jobs.JobCancelled``; after
+    ``soft_timeout`` seconds the task is cancelled too, and it becomes
+    ``jobs.SoftTimeLimitExceeded``."""
     loop = asyncio.get_running_loop()
     task = loop.create_task(func(*args, **kwargs))
     context.on_cancel(lambda: _cancel_soon(loop, task))
+    soft_limit = loop.call_later(soft_timeout, task.cancel) if soft_timeout else None
     try:
         return await task
     except asyncio.CancelledError:
+        if soft_limit is not None and soft_limit.when() <= loop.time() and task.cancelled():
+            raise SoftTimeLimitExceeded(
+                f"Job {context.name} #{context.job_id} ran past its soft time limit of "
+                f"{soft_timeout:g}s"
+            ) from None
         if context.cancel_requested and task.cancelled():
             raise JobCancelled(f"Job {context.name} #{context.job_id}: cancelled") from None
         raise
+    finally:
+        if soft_limit is not None:
+            soft_limit.cancel()
 
 
 def storable_result(value: Any) -> Any:

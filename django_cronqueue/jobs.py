@@ -20,7 +20,17 @@ from .backoff import exponential
 from .context import JobContext, current
 from .cronspec import CronRun
 from .decorators import JobHandle, cron, job
-from .exceptions import Discard, InvalidPayload, JobCancelled, LeaseLost, Snooze, UnknownJob
+from .exceptions import (
+    ChildDied,
+    Discard,
+    InvalidPayload,
+    JobCancelled,
+    LeaseLost,
+    Snooze,
+    SoftTimeLimitExceeded,
+    TimeLimitExceeded,
+    UnknownJob,
+)
 from .registry import JobDefinition
 from .results import TickResult
 from .workflows import Chain, Group, Signature
@@ -32,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Batch",
     "Chain",
+    "ChildDied",
     "CronRun",
     "Discard",
     "Group",
@@ -43,7 +54,9 @@ __all__ = [
     "LeaseLost",
     "Signature",
     "Snooze",
+    "SoftTimeLimitExceeded",
     "TickResult",
+    "TimeLimitExceeded",
     "UnknownJob",
     "acancel",
     "aenqueue",

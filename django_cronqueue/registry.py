@@ -54,6 +54,8 @@ class JobDefinition:
     timeout: float | None = None
     concurrency: int | None = None
     queue: str | None = None
+    # Seconds after which SoftTimeLimitExceeded is raised in the handler (worker pools).
+    soft_timeout: float | None = None
     priority: int = 0
     on_failed: OnFailed | None = None
     cron: CronSpec | None = None  # set for @jobs.cron schedules
@@ -275,6 +277,7 @@ def define(
     dedupe_for: dt.timedelta | None = None,
     retry_on: Any = None,
     discard_on: Any = None,
+    soft_timeout: float | None = None,
 ) -> JobDefinition:
     """Check the options shared by @jobs.job and @jobs.cron, then register the job
     (an instance of ``kind``: the decorators register handles)."""
@@ -298,6 +301,11 @@ def define(
             f"Job {name!r}: option dedupe_for= must be a timedelta > 0 (the span within "
             f"which one dedupe key creates at most one job), got {dedupe_for!r}."
         )
+    if soft_timeout is not None and (not is_finite_number(soft_timeout) or soft_timeout <= 0):
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option soft_timeout= must be a finite number of seconds > 0 "
+            f"(less than timeout), got {soft_timeout!r}."
+        )
     parsed_rate = _checked_rate_limit(name, rate_limit)
     retried = None if retry_on is None else exception_classes(name, "retry_on", retry_on)
     discarded = () if discard_on is None else exception_classes(name, "discard_on", discard_on)
@@ -318,6 +326,7 @@ def define(
         rate_limit=parsed_rate,
         retry_on=retried,
         discard_on=discarded,
+        soft_timeout=soft_timeout,
     )
     return registry.register(definition)
 

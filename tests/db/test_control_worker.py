@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from django_cronqueue import context as context_module
 from django_cronqueue import jobs, lifecycle
-from django_cronqueue import worker as worker_module
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.exceptions import JobCancelled, Snooze
 from django_cronqueue.execution import Recorder, call, new_context
@@ -26,6 +25,7 @@ from django_cronqueue.lifecycle import Outcome
 from django_cronqueue.models import Job
 from django_cronqueue.registry import registry
 from django_cronqueue.worker import Worker
+from django_cronqueue.worker import loop as worker_module
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 

@@ -131,7 +131,8 @@ def test_an_in_process_burst_whose_only_handler_overran_returns_and_leaves_only_
 def test_the_jobs_claimed_with_a_handler_that_overran_are_given_back_at_once():
     """A slot claimed three jobs together and the first overran its timeout: the slot
     will not start the other two until it returns, so the heartbeat gives them back
-    (pending, claim and attempt undone) and stops renewing the first."""
+    (pending, claim and attempt undone), asks the first to stop and goes on renewing
+    its lease: no other run of it may start while it executes."""
     for index in range(3):
         jobs.enqueue(test_jobs.record, {"key": f"k{index}"})
     worker = RunjobsWorker(concurrency=2)
@@ -145,7 +146,8 @@ def test_the_jobs_claimed_with_a_handler_that_overran_are_given_back_at_once():
 
     worker._beat()
 
-    assert Job.objects.get(pk=overran.id).locked_until == lease  # not renewed
+    assert Job.objects.get(pk=overran.id).locked_until > lease  # still renewed
+    assert worker._held[overran.id].context.cancel_requested  # asked to stop
     for job in unstarted:
         row = Job.objects.get(pk=job.id)
         assert (row.status, row.attempts, row.lock_token) == ("pending", 0, None)

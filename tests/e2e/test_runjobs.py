@@ -148,7 +148,7 @@ def test_worker_registers_a_heartbeat_row(runjobs):
     assert os.getpid() != worker.pid
 
 
-def test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_waits_for_it(runjobs):
+def test_a_handler_past_its_timeout_fails_when_it_returns_and_its_slot_waits_for_it(runjobs):
     hung = jobs.enqueue(test_jobs.hangs, {"key": "hung", "seconds": 3})
     worker = runjobs.start("--concurrency", "1", settings={"LEASE": 1, "POLL_INTERVAL": 0.2})
     wait_until(lambda: Job.objects.filter(pk=hung.pk, status="running").exists())
@@ -161,6 +161,7 @@ def test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_waits_for_it
     wait_until(lambda: Job.objects.filter(pk=hung.pk, status="failed").exists(), timeout=30)
     hung.refresh_from_db()
     assert hung.attempts == 2
+    assert hung.last_error.startswith("TimeLimitExceeded"), hung.last_error
     assert "past its timeout" in hung.last_error
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, runjobs.log(0)

@@ -425,3 +425,55 @@ def progress(key: str, writes: int, min_calls: int) -> dict:
 @jobs.job(name="rel.ctl.paused_name", retries=0)
 def paused_name(key: str) -> None:
     mark("start", key)
+
+
+# --- worker pools and time limits ---------------------------------------------------
+
+_leaked: list[bytes] = []
+
+
+def mark_failed(job, exc) -> None:
+    mark("on_failed", f"{job.payload.get('key')}:{type(exc).__name__}")
+
+
+@jobs.job(name="rel.pool.c_sleep", timeout=2, retries=1, backoff=no_wait, on_failed=mark_failed)
+def c_sleep(key: str) -> None:
+    """Stuck in C code: only killing its process ends it."""
+    import ctypes
+    import ctypes.util
+
+    mark("start", key)
+    ctypes.CDLL(ctypes.util.find_library("c")).sleep(1000)
+    mark("end", key)
+
+
+@jobs.job(name="rel.pool.c_sleep_long", timeout=60, retries=1)
+def c_sleep_long(key: str) -> None:
+    c_sleep.func(key)
+
+
+@jobs.job(name="rel.pool.exits", retries=0)
+def exits(key: str, status: int) -> None:
+    mark("start", key)
+    os._exit(status)
+
+
+@jobs.job(name="rel.pool.leaks", retries=0)
+def leaks(key: str, megabytes: int) -> None:
+    """Keeps ``megabytes`` more of resident memory for as long as its process lives."""
+    mark("start", key)
+    _leaked.append(b"x" * (megabytes * 1024 * 1024))
+
+
+@jobs.job(name="rel.pool.overruns", timeout=1, retries=1, backoff=no_wait)
+def overruns(key: str, seconds: float) -> None:
+    """Sleeps past its timeout (a thread cannot be stopped): never two runs at once."""
+    mark("start", key)
+    time.sleep(seconds)
+    mark("end", key)
+
+
+@jobs.job(name="rel.pool.async_sleeps", timeout=2, retries=0)
+async def async_sleeps(key: str, seconds: float) -> None:
+    """The asyncio pool's job: awaits ``seconds`` (past its 2 s timeout: cancelled)."""
+    await asyncio.sleep(seconds)

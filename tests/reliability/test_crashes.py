@@ -2,8 +2,8 @@
 
 Already proven in tests/e2e/test_runjobs.py, not repeated here: a killed worker's job
 runs again after its lease (test_a_job_whose_worker_is_killed_runs_again_after_its_lease_expires),
-a handler past its timeout stops being renewed and its slot waits for it
-(test_a_handler_past_its_timeout_is_treated_as_lost_and_its_slot_waits_for_it), and SIGTERM
+a handler past its timeout fails when it returns and its slot waits for it
+(test_a_handler_past_its_timeout_fails_when_it_returns_and_its_slot_waits_for_it), and SIGTERM
 lets the running handler finish, gives back unstarted claims and exits 0
 (test_sigterm_lets_the_running_handler_finish_gives_back_the_rest_and_exits_0).
 """
@@ -158,12 +158,11 @@ def test_a_run_that_outlives_its_lease_is_discarded_and_the_row_shows_the_second
     assert runjobs.stop(second) == 0, runjobs.log(second)
 
 
-def test_a_timed_out_run_returning_late_does_not_cut_the_lease_of_its_retry(runjobs):
+def test_a_timed_out_run_keeps_its_lease_and_its_retry_starts_after_it_returns(runjobs):
     """One worker, two slots. The first run overruns its 5 s timeout in one slot (which
-    keeps it); the other slot runs the retry (4.5 s: inside the timeout, longer than the
-    1 s lease). When the overrunning first run returns in the middle of the retry, the
-    retry must keep its lease: it succeeds as attempt 2, and the late first success is
-    discarded."""
+    keeps it, and its lease); the other slot is free, yet the retry (4.5 s: inside the
+    timeout, longer than the 1 s lease) starts only once the first run has returned and
+    failed with TimeLimitExceeded: it succeeds as attempt 2."""
     settings = {"LEASE": 1, "POLL_INTERVAL": 0.2}
     job = jobs.enqueue(rel.slow_first, {"key": "overrun", "first": 8, "then": 4.5})
     worker = runjobs.start("--concurrency", "2", settings=settings)
@@ -175,14 +174,14 @@ def test_a_timed_out_run_returning_late_does_not_cut_the_lease_of_its_retry(runj
     row = Job.objects.get(pk=job.pk)
     starts, ends = marks("start"), marks("end")
     assert len(starts) == 2, runjobs.log(worker)
-    # The first run ended while the retry was running.
-    first_end = ends[0][2]
-    assert starts[1][2] < first_end < ends[1][2]
+    # The retry started after the first run ended: never two runs at once.
+    assert ends[0][2] <= starts[1][2]
     assert (row.status, row.attempts) == ("succeeded", 2), (row.last_error, runjobs.log(worker))
     assert row.result == {"pid": worker.pid, "first_run": False}
     log = runjobs.log(worker)
     assert "ran past its timeout" in log
-    assert "Discarded the success of job rel.slow_first" in log
+    assert "raised TimeLimitExceeded on attempt 1" in log
+    assert "Discarded the success" not in log
     assert runjobs.stop(worker) == 0, log
 
 

@@ -43,6 +43,10 @@ VALID = {
     "EAGER": False,
     "MAX_CLOCK_SKEW": 5,
     "DISCOVER": ["jobs", "tasks", "billing.jobs"],
+    "POOL": "processes",
+    "TIMEOUT_GRACE": 0,
+    "MAX_JOBS_PER_CHILD": 1,
+    "MAX_MEMORY_PER_CHILD": None,
 }
 
 

@@ -87,7 +87,27 @@ class Command(BaseCommand):
             help="Seconds running handlers get to finish after SIGTERM/SIGINT. "
             "Default: CRONQUEUE['SHUTDOWN_TIMEOUT'].",
         )
-
+        parser.add_argument(
+            "--pool",
+            choices=["threads", "processes", "asyncio"],
+            help="How handlers run: threads (one per --concurrency slot), processes (a "
+            "forked child per slot, killed at the job's timeout) or asyncio (async def "
+            "handlers as tasks of one event loop). Default: CRONQUEUE['POOL'].",
+        )
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=int,
+            metavar="N",
+            help="Process pool: replace a child after N jobs. "
+            "Default: CRONQUEUE['MAX_JOBS_PER_CHILD'] (no limit).",
+        )
+        parser.add_argument(
+            "--max-memory-per-child",
+            type=int,
+            metavar="MB",
+            help="Process pool: replace a child whose resident set is over MB after a job. "
+            "Default: CRONQUEUE['MAX_MEMORY_PER_CHILD'] (no limit).",
+        )
         parser.add_argument(
             "--metrics-port",
             type=port_number,
@@ -133,20 +153,31 @@ class Command(BaseCommand):
             uninstall()
 
     def run_worker(self, options: dict[str, Any]) -> None:
+        from django_cronqueue.conf import get_settings
         from django_cronqueue.exceptions import NotMigrated
-        from django_cronqueue.worker import Worker
+        from django_cronqueue.worker import checks as pool_checks
+        from django_cronqueue.worker import make_worker
 
+        pool = options["pool"] or get_settings().POOL
+        pool_checks.pool_in_use = pool
         self.check(display_num_errors=False)
         if options["concurrency"] is not None and options["concurrency"] < 1:
             self.stderr.write("--concurrency must be at least 1")
             raise SystemExit(2)
-        worker = Worker(
+        for option in ("max_jobs_per_child", "max_memory_per_child"):
+            if options[option] is not None and options[option] < 1:
+                self.stderr.write(f"--{option.replace('_', '-')} must be at least 1")
+                raise SystemExit(2)
+        worker = make_worker(
+            pool,
             queues=options["queues"],
             concurrency=options["concurrency"],
             poll_interval=options["poll_interval"],
             shutdown_timeout=options["shutdown_timeout"],
             scheduler=not options["no_scheduler"],
             mode="once" if options["once"] else "burst" if options["burst"] else "forever",
+            max_jobs_per_child=options["max_jobs_per_child"],
+            max_memory_per_child=options["max_memory_per_child"],
         )
         metrics = self.serve_metrics(options["metrics_port"], options["metrics_addr"])
         try:
@@ -163,7 +194,7 @@ class Command(BaseCommand):
             # matters, and Python does not promise finalizers at exit anyway. The atexit
             # handlers (logging's flush, a site's own) still run.
             gc.freeze()
-        if worker.unfinished and self.from_command_line:
+        if (worker.unfinished or exit_code) and self.from_command_line:
             # Handlers still running (past the shutdown timeout, or past their own timeout)
             # would keep the process alive (an async handler's event loop runs in a
             # non-daemon thread that the interpreter joins at exit): leave now, their

@@ -32,22 +32,24 @@ from django.db import (
     connections,
 )
 
-from . import dbclock, lifecycle, signals, startup
-from .claiming import ClaimedJob, claim_request, is_capped
-from .conf import database_alias, get_settings, max_clock_skew
-from .execution import Call, Recorder, call, new_context, write_and_claim
-from .held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
-from .models import Worker as WorkerRow
-from .notify import SelectableEvent, listen
-from .registry import registry
-from .stranded_watch import StrandedWatch
-from .ticks import Housekeeping
+from .. import dbclock, lifecycle, signals, startup
+from ..claiming import ClaimedJob, claim_request, is_capped
+from ..conf import database_alias, get_settings, max_clock_skew
+from ..exceptions import TimeLimitExceeded
+from ..execution import Call, Recorder, call, new_context, write_and_claim
+from ..held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
+from ..models import Worker as WorkerRow
+from ..notify import SelectableEvent, listen
+from ..registry import registry
+from ..stranded_watch import StrandedWatch
+from ..ticks import Housekeeping
+from .database import DatabaseRetry
 
 logger = logging.getLogger("django_cronqueue")
 
-MAX_DB_BACKOFF = 30.0
 OUTCOME_WRITE_ATTEMPTS = 4  # over 0.5 + 1 + 2 s of backoff
 HELPER_JOIN_TIMEOUT = 10.0  # seconds run() waits for the heartbeat and the listener to end
+EXIT_STUCK = 3  # run()'s exit status when handlers stayed past timeout + TIMEOUT_GRACE
 
 
 # --- the runjobs worker -----------------------------------------------------------
@@ -61,8 +63,11 @@ def _add_or_flush(recorder: Recorder, outcome: Call) -> None:
         recorder.add(outcome)
 
 
-class Worker:
+class Worker(DatabaseRetry):
     """A ``runjobs`` process: slot threads that claim and run, plus housekeeping."""
+
+    pool = "threads"
+    deadline_margin = 0.0  # seconds past a job's timeout before the heartbeat acts
 
     def __init__(
         self,
@@ -86,6 +91,8 @@ class Worker:
         self.scheduler = scheduler
         self.mode = mode
         self.lease = dt.timedelta(seconds=settings.LEASE)
+        self.timeout_grace = float(settings.TIMEOUT_GRACE)
+        self.exit_code = 0
         self.prefetch = max(1, settings.PREFETCH)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         # Every time decision uses this clock: the host's, corrected to the database's.
@@ -187,7 +194,7 @@ class Worker:
             )
         self._with_database_retry(self._unregister, attempts=1)
         logger.info("Worker %s stopped", self.id)
-        return 0
+        return self.exit_code
 
     def stop(self) -> None:
         with self._wake_lock:  # from now on no slot clears wake: each sees the stop
@@ -325,10 +332,21 @@ class Worker:
             if held is None or held.job.token != job.token:
                 return True  # given back by the heartbeat: a job before it overran
             held.started = True
-            held.deadline = time.monotonic() + timeout
+            held.deadline = time.monotonic() + timeout + self.deadline_margin
         quick = waiting = False
         try:
-            outcome = call(job, held.context)
+            outcome = self._execute(job, held)
+            if held.abandoned:  # it returned past its timeout: the attempt fails
+                outcome = Call(
+                    job,
+                    outcome.definition,
+                    outcome.duration,
+                    error=TimeLimitExceeded(
+                        f"Job {job.name} #{job.id} ran past its timeout of {timeout:g}s "
+                        f"(it returned after {outcome.duration:.1f}s)"
+                    ),
+                    context=held.context,
+                )
             quick = outcome.duration < Recorder.QUICK
             self._write_outcomes(lambda: _add_or_flush(recorder, outcome))
             # A quick success waits in the recorder's batch, maybe behind a slow job:
@@ -352,6 +370,10 @@ class Worker:
             if held.abandoned:
                 self._returned_late(held)
         return quick
+
+    def _execute(self, job: ClaimedJob, held: HeldJob) -> Call:
+        """Run the handler: in this slot thread (the process pool runs it in a child)."""
+        return call(job, held.context)
 
     def _returned_late(self, held: HeldJob) -> None:
         with self._held_lock:
@@ -449,10 +471,12 @@ class Worker:
     def _beat(self) -> None:
         now_monotonic = time.monotonic()
         with self._held_lock:
-            renewable = [
-                held.job
+            # Every held job, even past its timeout: no run starts while one executes.
+            renewable = [held.job for held in self._held.values()]
+            stuck = [
+                held
                 for held in self._held.values()
-                if held.deadline is None or held.deadline > now_monotonic
+                if held.deadline is not None and held.deadline + self.timeout_grace <= now_monotonic
             ]
             overdue = [
                 held
@@ -464,6 +488,8 @@ class Worker:
             held_now = list(self._held.values())
         for held in overdue:
             self._abandon(held)
+        if stuck and not self.exit_code:
+            self._exit_stuck(stuck)
         self._measure_clock()
         now = self.clock.now()
         lifecycle.renew_leases(renewable, until=now + self.lease)
@@ -475,22 +501,23 @@ class Worker:
         close_old_connections()
 
     def _abandon(self, held: HeldJob) -> None:
-        """A handler ran past its timeout: stop renewing its lease (it will be treated
-        as lost) and give back the jobs its slot claimed with it. Python cannot kill the
-        thread, and the slot takes no new work until the handler returns (a fresh thread
-        per overrun would pile up threads and connections without bound); if it ever
-        returns, its completion is discarded once the row has moved on."""
+        """A handler ran past its timeout. Its lease stays renewed (a retry must not
+        start while it executes); it is asked to stop (``cancel_requested``, and
+        cancellation of an ``async def`` handler), its run will fail with
+        ``TimeLimitExceeded`` when it returns, and the jobs its slot claimed with it are
+        given back. Python cannot kill a thread: past ``TIMEOUT_GRACE`` the worker exits
+        (``_exit_stuck``) and its supervisor starts a fresh one."""
         with self._held_lock:
             if self._held.get(held.job.id) is not held or held.deadline is None:
                 return  # it returned meanwhile
             held.abandoned = True
             self._overran_slots.add(held.slot)
-            stuck = len(self._overran_slots)
             batch = [other.job for other in self._held.values() if other.slot == held.slot]
         job = held.job
+        held.context.request_cancel()
         logger.error(
-            "Job %s #%s ran past its timeout; its lease is no longer renewed and %s takes "
-            "no new work until it returns",
+            "Job %s #%s ran past its timeout; it is asked to stop, keeps its lease until it "
+            "returns (its run then fails) and %s takes no new work meanwhile",
             job.name,
             job.id,
             held.slot,
@@ -500,13 +527,23 @@ class Worker:
         definition = registry.get(job.name)
         timeout = definition.effective_timeout if definition else 0.0
         signals.send(signals.job_timed_out, job.name, job=job, timeout=timeout)
-        if stuck >= self.concurrency:
-            logger.error(
-                "Worker %s: all %s slot(s) are in handlers past their timeout; this worker "
-                "runs no job until one returns",
-                self.id,
-                self.concurrency,
-            )
+
+    def _exit_stuck(self, stuck: list[HeldJob]) -> None:
+        """Handlers stayed past their timeout and the grace: exit (status ``EXIT_STUCK``)
+        so that the supervisor restarts the worker; the jobs come back once the process
+        is gone and their leases expire, never while they still execute."""
+        self.exit_code = EXIT_STUCK
+        logger.error(
+            "Worker %s: %s handler(s) still running %ss past their timeout "
+            "(CRONQUEUE['TIMEOUT_GRACE']): %s; exiting with status %s for the supervisor "
+            "to restart this worker",
+            self.id,
+            len(stuck),
+            self.timeout_grace,
+            ", ".join(f"{held.job.name} #{held.job.id}" for held in stuck),
+            EXIT_STUCK,
+        )
+        self.stop()
 
     def _listen_loop(self) -> None:
         # Until the helpers stop, not at the first signal: a cancel must reach the
@@ -545,54 +582,3 @@ class Worker:
 
     def _unregister(self) -> None:
         WorkerRow.objects.using(database_alias()).filter(id=self.id).delete()
-
-    def _wait_for_database(self) -> bool:
-        failures = 0
-        while not self.stopping.is_set():
-            try:
-                connections[database_alias()].ensure_connection()
-                if failures:
-                    logger.warning("Worker %s: database is reachable again", self.id)
-                return True
-            except (DatabaseError, InterfaceError) as exc:
-                failures += 1
-                self._database_backoff(exc, failures)
-        return False
-
-    def _with_database_retry(self, action: Callable[[], None], attempts: int = 3) -> bool:
-        for failure in range(1, attempts + 1):
-            try:
-                action()
-                return True
-            except (DatabaseError, InterfaceError) as exc:
-                self._database_backoff(exc, failure)
-        return False
-
-    def _database_backoff(self, exc: BaseException, failures: int) -> None:
-        delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1))
-        logger.error(
-            "Worker %s: database unavailable (%s: %s); retrying in %.1fs",
-            self.id,
-            type(exc).__name__,
-            str(exc).strip().splitlines()[0] if str(exc).strip() else "",
-            delay,
-        )
-        connections.close_all()
-        self.stopping.wait(delay)
-
-    def _use_persistent_connections(self) -> dict[str, dict[str, Any]]:
-        """A worker is long-lived: keep this thread's connections open between jobs
-        instead of reconnecting per job, unless CONN_MAX_AGE says otherwise. Each thread
-        has its own connection wrappers, so the setting is changed on this thread's copy
-        only; a broken connection is closed by close_old_connections() and reopened.
-        Returns the settings it replaced, by alias."""
-        max_age = get_settings().WORKER_CONN_MAX_AGE
-        replaced: dict[str, dict[str, Any]] = {}
-        if max_age is None:
-            return replaced
-        for alias in connections:
-            wrapper = connections[alias]
-            if wrapper.settings_dict.get("CONN_MAX_AGE", 0) == 0:  # Django's default
-                replaced[alias] = wrapper.settings_dict
-                wrapper.settings_dict = {**wrapper.settings_dict, "CONN_MAX_AGE": max_age}
-        return replaced

@@ -1,0 +1,155 @@
+"""A process-pool child: runs the jobs its parent sends, one at a time, and sends back
+what each call did. The parent claims, renews the leases and records the outcomes;
+the child only calls handlers (with its own database connection, for their queries).
+
+Signals: SIGTERM and SIGINT are ignored (the parent drains, then kills); SIGUSR1 tells
+the running job that its cancel was requested; SIGALRM, armed for a sync handler's
+``soft_timeout``, raises ``SoftTimeLimitExceeded`` in it."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import signal
+import sys
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from types import FrameType
+from typing import Any
+
+from django.db import close_old_connections, connections
+
+from ..claiming import ClaimedJob
+from ..context import JobContext
+from ..error_text import format_traceback
+from ..exceptions import Snooze, SoftTimeLimitExceeded
+from ..execution import Call, call, new_context
+from ..registry import registry
+from .forker import die_with_parent
+
+MB = 1024 * 1024
+
+
+@dataclass
+class Report:
+    """What a child sends back for one job."""
+
+    duration: float
+    result: Any
+    error: BaseException | None
+    progress: dict[str, Any] | None
+    rss_mb: float
+
+
+class _Running:
+    context: JobContext | None = None
+    soft_armed = False
+
+
+_running = _Running()
+
+
+def resident_mb() -> float:
+    """This process's resident set now (Linux), else its peak, in MB."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / MB
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / MB if sys.platform == "darwin" else peak / 1024
+
+
+def _on_cancel(signum: int, frame: FrameType | None) -> None:
+    if _running.context is not None:
+        _running.context.request_cancel()
+
+
+def _on_soft_limit(signum: int, frame: FrameType | None) -> None:
+    if _running.soft_armed and _running.context is not None:
+        _running.soft_armed = False
+        context = _running.context
+        raise SoftTimeLimitExceeded(
+            f"Job {context.name} #{context.job_id} ran past its soft time limit"
+        )
+
+
+def main(parent: Connection, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, _on_cancel)
+    signal.signal(signal.SIGALRM, _on_soft_limit)
+    try:
+        while True:
+            try:
+                job = parent.recv()
+            except EOFError:
+                return
+            if job is None:
+                return
+            parent.send(run(job))
+    finally:
+        connections.close_all()
+
+
+def run(job: ClaimedJob) -> Report:
+    definition = registry.get(job.name)
+    context = new_context(job)
+    _running.context = context
+    soft = definition.soft_timeout if definition is not None else None
+    try:
+        if soft is not None and not definition.is_async:  # type: ignore[union-attr]
+            _running.soft_armed = True
+            signal.setitimer(signal.ITIMER_REAL, soft)
+        outcome = call(job, context)
+    finally:
+        _running.soft_armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _running.context = None
+    close_old_connections()
+    return Report(
+        outcome.duration,
+        _sendable_result(outcome),
+        _sendable_error(outcome),
+        context.progress,
+        resident_mb(),
+    )
+
+
+def _sendable_result(outcome: Call) -> Any:
+    if outcome.result is None:
+        return None
+    try:
+        pickle.dumps(outcome.result)
+    except Exception:
+        return _Unsendable(repr(type(outcome.result)))
+    return outcome.result
+
+
+class _Unsendable:
+    """Stands for a return value that cannot cross to the parent (not JSON either)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<{self.kind}>"
+
+
+def _sendable_error(outcome: Call) -> BaseException | None:
+    exc = outcome.error
+    if exc is None or isinstance(exc, Snooze):
+        return exc  # a Snooze is rebuilt by its own __reduce__
+    text = format_traceback(exc)
+    copy: BaseException
+    try:
+        copy = pickle.loads(pickle.dumps(exc))
+        if type(copy) is not type(exc):
+            raise TypeError
+    except Exception:
+        copy = RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}")
+    copy.remote_traceback = text  # type: ignore[attr-defined]
+    copy.__traceback__ = None
+    copy.__cause__ = copy.__context__ = None
+    return copy
