@@ -112,5 +112,6 @@ class ChildDied(CronQueueError):
     """The process-pool child running the job died (a signal, ``os._exit``, the OOM
     killer); the message names the signal or the exit status."""
 
+
 class NotMigrated(CronQueueError):
     """The database lacks the package's tables: ``manage.py migrate`` was not run."""
