@@ -2,7 +2,9 @@
 settings: one slot) drains N no-op jobs on PostgreSQL, without LOGGING, printing
 a line per success (-v 1, the default), nothing but errors (-v 0), or every line as a full
 log record (-v 3: the thread name, no fast path). Rounds alternate the variants (the
-machine may be busy); jobs/s is N over the first start to the last finish.
+machine may be busy); jobs/s is N over the first start to the last finish, and CPU is the
+runjobs process's user + system time per job (less that of a start with nothing to do):
+on a busy machine the CPU figure is the one to compare.
 
     python bench/console_cost.py [--jobs 5000] [--rounds 5] [--db cq_console_bench]
                                  [--concurrency 1]
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -67,6 +70,14 @@ def main() -> int:
     subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", args.db], check=False)
     manage(env, "migrate", "-v", "0")
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    cpu: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    # The CPU of a runjobs start with nothing to do, taken off each run's.
+    manage(env, "shell", "-c", ENQUEUE.format(count=0))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    manage(env, "runjobs", "--burst", "-v", "0")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    startup = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(f"start-up: {startup * 1000:.0f} ms CPU")
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
             order = list(VARIANTS.items())
@@ -74,6 +85,7 @@ def main() -> int:
                 order.reverse()
             for name, verbosity in order:
                 manage(env, "shell", "-c", ENQUEUE.format(count=args.jobs))
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 with open(Path(tmp) / "stderr.log", "w") as log:
                     manage(
                         env,
@@ -85,18 +97,29 @@ def main() -> int:
                         verbosity,
                         stderr=log.fileno(),
                     )
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                cpu[name].append(max(used - startup, 0.0) / args.jobs * 1e6)
                 lines = (Path(tmp) / "stderr.log").read_text().count("succeeded in")
                 count, rate = manage(env, "shell", "-c", RATE).split()[-2:]
                 assert int(count) == args.jobs, count
                 rates[name].append(float(rate))
-                print(f"round {round_ + 1} {name}: {float(rate):.0f} jobs/s, {lines} lines")
-    base = statistics.median(rates["v0 (no lines)"])
-    for name, values in rates.items():
-        median = statistics.median(values)
-        ratios = [v / b for v, b in zip(values, rates["v0 (no lines)"], strict=True)]
+                print(
+                    f"round {round_ + 1} {name}: {float(rate):.0f} jobs/s, "
+                    f"{cpu[name][-1]:.0f} us CPU/job, {lines} lines"
+                )
+    base = rates["v0 (no lines)"]
+    base_cpu = cpu["v0 (no lines)"]
+    for name in VARIANTS:
+        ratios = [v / b for v, b in zip(rates[name], base, strict=True)]
+        cpu_ratios = [v / b for v, b in zip(cpu[name], base_cpu, strict=True)]
+        listed = ", ".join(f"{r:.2f}" for r in ratios)
+        cpu_listed = ", ".join(f"{r:.2f}" for r in cpu_ratios)
         print(
-            f"{name}: median {median:.0f} jobs/s ({median / base:.3f} of v0); "
-            f"per-round ratios to v0: {', '.join(f'{r:.3f}' for r in ratios)}"
+            f"{name}: median {statistics.median(rates[name]):.0f} jobs/s, per-round ratio to "
+            f"v0 {statistics.median(ratios):.3f} ({listed}); "
+            f"median {statistics.median(cpu[name]):.0f} us CPU/job, ratio to v0 "
+            f"{statistics.median(cpu_ratios):.3f} ({cpu_listed})"
         )
     return 0
 

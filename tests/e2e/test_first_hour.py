@@ -1,6 +1,7 @@
 """The first hour of a new site (tests/firsthour: the README's settings on Django's
 defaults, SQLite, no LOGGING), in real manage.py processes."""
 
+import os
 import time
 
 import pytest
@@ -9,9 +10,17 @@ from tests.firsthour.site import Site
 
 pytestmark = [pytest.mark.e2e]
 
+# The site's database: the test run's vendor (a database of its own on the server), except
+# where a test is about SQLite.
+VENDOR = os.environ.get("CRONQUEUE_TEST_DB", "sqlite")
+
+
+def a_site(tmp_path, **options):
+    return Site(tmp_path, vendor=VENDOR, **options)
+
 
 def test_django_extensions_listed_first_is_named_by_the_check(tmp_path):
-    shadowed = Site(tmp_path, apps_first=("django_extensions",))
+    shadowed = a_site(tmp_path, apps_first=("django_extensions",))
     done = shadowed.manage("check")
     assert "django_cronqueue.W005" in done.stderr, done.stderr
     assert "The runjobs command of 'django_extensions' shadows" in done.stderr
@@ -19,7 +28,7 @@ def test_django_extensions_listed_first_is_named_by_the_check(tmp_path):
     # Its runjobs, not ours, runs: the warning is what tells the user why.
     assert "minutely" in shadowed.manage("runjobs").stdout
 
-    fine = Site(tmp_path, apps_first=())
+    fine = a_site(tmp_path, apps_first=())
     done = fine.manage("check")
     assert done.returncode == 0
     assert "W005" not in done.stderr
@@ -40,7 +49,7 @@ print("enqueued")
 def test_readme_settings_on_sqlite_drain_with_concurrency_4_and_no_lock_errors(tmp_path):
     """Django's default SQLite settings and CONCURRENCY 4: two workers drain 4,000 jobs while
     a third process enqueues 300 more in transactions, with no "database is locked"."""
-    site = Site(tmp_path)
+    site = Site(tmp_path)  # SQLite, whatever the run's database
     assert site.manage("migrate", "-v", "0").returncode == 0
     site.shell(
         "from django_cronqueue import jobs\n"
@@ -68,7 +77,7 @@ def test_readme_settings_on_sqlite_drain_with_concurrency_4_and_no_lock_errors(t
 
 
 def test_runjobs_on_a_database_never_migrated_exits_at_once_saying_to_migrate(tmp_path):
-    site = Site(tmp_path)
+    site = a_site(tmp_path)
     done = site.manage("runjobs", timeout=60)  # no --burst: it would otherwise run forever
     assert done.returncode == 1
     assert "has no django-cronqueue tables" in done.stderr
@@ -96,10 +105,10 @@ def burst(site, *args):
 
 
 def test_runjobs_without_logging_prints_a_banner_and_one_line_per_outcome(tmp_path):
-    site = migrated(Site(tmp_path))
+    site = migrated(a_site(tmp_path))
     err = burst(site)
     assert "django-cronqueue 0.1.0" in err and " starting\n" in err
-    assert f"database:    sqlite '{site.db}'" in err
+    assert f"database:    {site.described}" in err
     assert "queues:      all" in err
     assert "concurrency: 4, mode: burst" in err
     assert "    shop.noop (queue default)\n" in err
@@ -129,7 +138,7 @@ def test_runjobs_prints_no_line_twice_when_the_site_configures_logging(tmp_path)
         "formatters": {"site": {"format": "SITE %(levelname)s %(message)s"}},
         "loggers": {"django_cronqueue": {"handlers": ["console"], "level": "INFO"}},
     }
-    site = migrated(Site(tmp_path, logging=logging))
+    site = migrated(a_site(tmp_path, logging=logging))
     err = burst(site)
     lines = [line for line in err.splitlines() if "Job shop." in line]
     assert len(lines) == 3, err
@@ -148,7 +157,7 @@ ENQUEUE_FROM_TASKS = (
 
 
 def test_a_job_defined_in_tasks_py_is_reported_until_discover_lists_tasks(tmp_path):
-    site = migrated(Site(tmp_path, cronqueue={"LEASE": 5}))
+    site = migrated(a_site(tmp_path, cronqueue={"LEASE": 5}))
     site.shell(ENQUEUE_FROM_TASKS)  # a view imports tasks.py; the workers do not
 
     err = site.manage("runjobs", "--burst").stderr
@@ -171,7 +180,7 @@ def test_a_job_defined_in_tasks_py_is_reported_until_discover_lists_tasks(tmp_pa
         worker.terminate()
         worker.communicate(timeout=60)
 
-    fixed = Site(tmp_path, cronqueue={"LEASE": 5, "DISCOVER": ["jobs", "tasks"]})
+    fixed = a_site(tmp_path, cronqueue={"LEASE": 5, "DISCOVER": ["jobs", "tasks"]})
     err = fixed.manage("runjobs", "--burst").stderr
     assert "Job shop.send_receipt #1 succeeded" in err, err
     assert "shop.send_receipt (queue default)" in err  # the banner lists it

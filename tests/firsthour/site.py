@@ -20,8 +20,21 @@ class Site:
         apps_first: tuple[str, ...] = (),
         cronqueue: dict[str, Any] | None = None,
         logging: dict[str, Any] | None = None,
+        vendor: str = "sqlite",
     ) -> None:
         self.db = tmp_path / "db.sqlite3"
+        self.vendor = vendor
+        server_db = {}
+        if vendor != "sqlite":
+            # One fresh database per test directory, created by the first Site of the test.
+            self.db_name = f"{os.environ.get('CRONQUEUE_TEST_DB_NAME', 'cq')}_firsthour"
+            marker = tmp_path / f"{vendor}.created"
+            if not marker.exists():
+                fresh_database(vendor, self.db_name)
+                marker.touch()
+            server_db = {
+                "FIRSTHOUR_PG" if vendor == "postgres" else "FIRSTHOUR_MARIADB": self.db_name
+            }
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.firsthour.settings",
@@ -31,7 +44,15 @@ class Site:
             "FIRSTHOUR_APPS_FIRST": ",".join(apps_first),
             "FIRSTHOUR_CRONQUEUE": json.dumps(cronqueue or {}),
             "FIRSTHOUR_LOGGING": json.dumps(logging) if logging else "",
+            **server_db,
         }
+
+    @property
+    def described(self) -> str:
+        """How the banner names the database."""
+        if self.vendor == "sqlite":
+            return f"sqlite '{self.db}'"
+        return f"{'postgresql' if self.vendor == 'postgres' else 'mysql'} '{self.db_name}'"
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -58,3 +79,21 @@ class Site:
         done = self.manage("shell", "-c", code)
         assert done.returncode == 0, done.stderr
         return done.stdout
+
+
+def fresh_database(vendor: str, name: str) -> None:
+    """Drop and create the database ``name`` on the test run's server."""
+    if vendor == "postgres":
+        host = [
+            "-h",
+            os.environ.get("PGHOST", "127.0.0.1"),
+            "-U",
+            os.environ.get("PGUSER", "postgres"),
+        ]
+        subprocess.run(["dropdb", *host, "--if-exists", "--force", name], check=True)
+        subprocess.run(["createdb", *host, name], check=True)
+    else:
+        sql = f"DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name} CHARACTER SET utf8mb4"
+        host = os.environ.get("MYSQL_HOST", "127.0.0.1")
+        user = os.environ.get("MYSQL_USER", "root")
+        subprocess.run(["mysql", "-h", host, "-u", user, "-e", sql], check=True)
