@@ -72,6 +72,8 @@ class ClaimedJob:
     has_downstream: bool = False
     batch_id: int | None = None
     traceparent: str = ""  # the span that enqueued it (django_cronqueue.tracing)
+    # Its lease's end as this process last set it (claim, renewal); None: unknown.
+    lease_until: dt.datetime | None = None
 
     @property
     def in_workflow(self) -> bool:
