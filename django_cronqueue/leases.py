@@ -16,11 +16,14 @@ logger = logging.getLogger("django_cronqueue")
 
 
 def renew_held_leases(jobs: Sequence[ClaimedJob], *, until: dt.datetime) -> None:
-    """The heartbeat's renewal. Only when every row was renewed is ``until`` known to be
-    each job's lease end; else the lease of a job not started yet is checked (renewed or
-    found lost) before it starts (``lease_holds``)."""
-    if lifecycle.renew_leases(jobs, until=until) == len(jobs):
-        for job in jobs:
+    """The heartbeat's renewal; each job renewed learns its lease's new end. When some
+    row was not renewed (it moved on meanwhile), one SELECT tells which were."""
+    renewed = lifecycle.renew_leases(jobs, until=until)
+    ids = {job.id for job in jobs}
+    if renewed != len(jobs):
+        ids = lifecycle.leased_until(jobs, until) if renewed else set()
+    for job in jobs:
+        if job.id in ids:
             job.lease_until = until
 
 
