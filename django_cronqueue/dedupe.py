@@ -14,14 +14,18 @@ from .models import Job
 from .notify import wake_workers
 
 DEDUPE_ATTEMPTS = 5
-# How many times an enqueue outside a transaction tries again after MySQL or MariaDB
-# chose it as a deadlock's victim (ER_LOCK_DEADLOCK, 1213).
+# How many times an enqueue outside a transaction tries again after the database chose
+# it as a deadlock's victim (MySQL's ER_LOCK_DEADLOCK, PostgreSQL's SQLSTATE 40P01).
 DEADLOCK_RETRIES = 10
 MYSQL_DEADLOCK = 1213
+LOCKING_VENDORS = ("mysql", "postgresql")  # SQLite runs one writing transaction at a time
+POSTGRESQL_DEADLOCK = "40P01"
 
 
 def is_deadlock(exc: OperationalError) -> bool:
-    return bool(exc.args) and exc.args[0] == MYSQL_DEADLOCK
+    cause = exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    return sqlstate == POSTGRESQL_DEADLOCK or (bool(exc.args) and exc.args[0] == MYSQL_DEADLOCK)
 
 
 def insert_within_span(row: Job, using: str, now: dt.datetime) -> Job:
@@ -32,12 +36,14 @@ def insert_within_span(row: Job, using: str, now: dt.datetime) -> Job:
     and (name, active_dedupe_key) decide, so this holds under concurrent enqueues from
     many processes, on every vendor.
 
-    On MySQL and MariaDB, racers that each failed an insert hold a shared lock on the
-    key and all want it exclusively to free it: a deadlock. Inside a transaction the
-    holder is therefore locked first, so racers queue on it; outside one, a deadlock
-    victim (whose statement alone was rolled back) simply tries again."""
+    Racers inside their own transactions could deadlock: on MySQL and MariaDB each failed
+    insert holds a shared lock on the key that all want exclusively to free it; on
+    PostgreSQL one waits for the other's insert on one unique index while the other
+    waits on the second. Inside a transaction the holder is therefore locked first, so
+    racers queue on it; outside one, a deadlock victim (only its own statement was
+    rolled back) simply tries again."""
     connection = connections[using]
-    lock_first = connection.vendor == "mysql" and connection.in_atomic_block
+    lock_first = connection.vendor in LOCKING_VENDORS and connection.in_atomic_block
     deadlocks = 0
     while True:
         try:
@@ -53,7 +59,7 @@ def insert_within_span(row: Job, using: str, now: dt.datetime) -> Job:
 def _insert_within_span(row: Job, using: str, now: dt.datetime, *, lock_first: bool) -> Job:
     for _ in range(DEDUPE_ATTEMPTS):
         holder = (
-            holder_of(using, name=row.name, window_dedupe_key=row.dedupe_key)
+            holder_of(using, lock=True, name=row.name, window_dedupe_key=row.dedupe_key)
             if lock_first
             else None
         )
@@ -124,8 +130,10 @@ def active_holder(row: Job, using: str) -> Job | None:
     return holder_of(using, name=row.name, active_dedupe_key=row.dedupe_key)
 
 
-def holder_of(using: str, **key: Any) -> Job | None:
+def holder_of(using: str, *, lock: bool = False, **key: Any) -> Job | None:
+    """The job holding ``key``; with ``lock`` (in a transaction), its row locked."""
     holders = Job.objects.using(using).filter(**key)
-    if connections[using].vendor == "mysql" and connections[using].in_atomic_block:
+    connection = connections[using]
+    if connection.in_atomic_block and (lock or connection.vendor == "mysql"):
         holders = holders.select_for_update()  # a locking read sees the latest commit
     return holders.first()

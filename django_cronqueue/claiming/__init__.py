@@ -80,6 +80,12 @@ def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
     if remaining > 0 and request.names:
         jobs += backend.claim(connection, replace(request, capped={}, limited={}, limit=remaining))
     jobs.sort(key=ClaimedJob.order_key)
+    return _with_lease(jobs, request)
+
+
+def _with_lease(jobs: list[ClaimedJob], request: ClaimRequest) -> list[ClaimedJob]:
+    for job in jobs:
+        job.lease_until = request.lease_until
     return jobs
 
 
@@ -113,6 +119,7 @@ def complete_and_claim(
     if succeeded and one_statement and request.names and request.limit > 0:
         jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)
         jobs.sort(key=ClaimedJob.order_key)
+        _with_lease(jobs, request)
     else:
         written = complete_successes(succeeded, finished_at=finished_at, using=using)
         jobs = claim(request, using=using)

@@ -76,6 +76,8 @@ class ClaimedJob:
     # Its payload may hold tagged values (typedjson), decoded for the handler; False
     # for the JSON text of most payloads, which then is not walked.
     tagged: bool = False
+    # Its lease's end as this process last set it (claim, renewal); None: unknown.
+    lease_until: dt.datetime | None = None
 
     @property
     def in_workflow(self) -> bool:

@@ -384,6 +384,16 @@ def renew_leases(jobs: Sequence[ClaimedJob], *, until: dt.datetime) -> int:
     return job_rows().filter(held, status=JobStatus.RUNNING).update(locked_until=until)
 
 
+def leased_until(jobs: Sequence[ClaimedJob], until: dt.datetime) -> set[int]:
+    """The ids of those claims whose row is still running under them with a lease that
+    ends at ``until``: which of them a ``renew_leases(..., until=until)`` renewed."""
+    held = _held(jobs)
+    if held is None:
+        return set()
+    rows = job_rows().filter(held, status=JobStatus.RUNNING, locked_until=until)
+    return set(rows.values_list("id", flat=True))
+
+
 def _held(jobs: Sequence[ClaimedJob]) -> Q | None:
     """The rows of these claims, each under its own token; None for no claims."""
     ids_by_token: dict[str, list[int]] = {}

@@ -38,6 +38,7 @@ from ..conf import database_alias, get_settings, max_clock_skew
 from ..exceptions import TimeLimitExceeded
 from ..execution import Call, Recorder, call, new_context, write_and_claim
 from ..held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
+from ..leases import lease_holds, renew_held_leases
 from ..models import Worker as WorkerRow
 from ..notify import SelectableEvent, listen
 from ..registry import registry
@@ -327,6 +328,9 @@ class Worker(DatabaseRetry):
         """Run one job, unless it was given back meanwhile. Returns True when it was quick."""
         definition = registry.get(job.name)
         timeout = definition.effective_timeout if definition else 0.0
+        if not lease_holds(job, self.clock.now(), self.lease):  # lost while it waited
+            self._drop_held([job])
+            return True
         with self._held_lock:
             held = self._held.get(job.id)
             if held is None or held.job.token != job.token:
@@ -492,7 +496,7 @@ class Worker(DatabaseRetry):
             self._exit_stuck(stuck)
         self._measure_clock()
         now = self.clock.now()
-        lifecycle.renew_leases(renewable, until=now + self.lease)
+        renew_held_leases(renewable, until=now + self.lease)
         pass_on_cancel_requests(held_now)
         write_progress(held_now)
         WorkerRow.objects.using(database_alias()).filter(id=self.id).update(

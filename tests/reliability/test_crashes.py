@@ -24,6 +24,7 @@ from django_cronqueue import jobs
 from django_cronqueue.maintenance import recover_expired_leases
 from django_cronqueue.models import Job, Worker
 from tests.reliability import jobs as rel
+from tests.testapp.models import SideEffect
 
 from .conftest import marks, wait_until
 
@@ -155,6 +156,60 @@ def test_a_run_that_outlives_its_lease_is_discarded_and_the_row_shows_the_second
     assert worker_pid(row.worker_id) == second.pid
     assert [pid for _, pid, _ in marks("end")] == [second.pid, first.pid]
     assert runjobs.stop(first) == 0, runjobs.log(first)
+    assert runjobs.stop(second) == 0, runjobs.log(second)
+
+
+def stop_with_jobs_claimed_in_advance(runjobs, settings, attempt):
+    """Start a worker that claims a slow job and three quick ones together (claims grow
+    1, 2, 4 while jobs are quick) and freeze it (SIGSTOP) in the slow one's handler.
+    Returns (worker, ids of the four), or None when a warm-up job happened not to be quick
+    (a busy machine) so the slow job was claimed alone: the worker then drained them."""
+    for _ in range(3):
+        jobs.enqueue("testapp.noop")
+    slow = jobs.enqueue(rel.hour_long, {"key": f"slow-{attempt}", "first": 2, "then": 0})
+    quick = [jobs.enqueue(rel.tracked, {"key": f"quick-{attempt}-{i}"}) for i in range(3)]
+    ids = [slow.pk, *(job.pk for job in quick)]
+    worker = runjobs.start("--burst", "--concurrency", "1", settings=settings)
+    wait_until(lambda: marks("start"), timeout=30)  # the slow handler started
+    worker.send_signal(signal.SIGSTOP)
+    claimed = Job.objects.filter(pk__in=ids, status="running")
+    assert {worker_pid(row.worker_id) for row in claimed} == {worker.pid}
+    if claimed.count() == 4:
+        return worker, ids
+    worker.send_signal(signal.SIGCONT)
+    assert worker.wait(60) == 0, runjobs.log(worker)
+    SideEffect.objects.all().delete()
+    return None
+
+
+def test_a_worker_stopped_past_its_leases_never_starts_the_jobs_it_claimed_in_advance(runjobs):
+    """A worker claimed a slow job and three quick ones together and froze (SIGSTOP) in
+    the slow one's handler for longer than a lease. A second worker takes all four over
+    and runs them. Thawed, the first finds the leases of the three it had not started
+    lost and starts none of them: each quick job runs exactly once, by the second."""
+    settings = {"LEASE": 1.5, "POLL_INTERVAL": 0.2}
+    for attempt in range(5):
+        stopped = stop_with_jobs_claimed_in_advance(runjobs, settings, attempt)
+        if stopped is not None:
+            break
+    assert stopped is not None, "the slow job was never claimed with the quick ones"
+    first, ids = stopped
+    try:
+        second = runjobs.start(settings=settings)
+        wait_until(
+            lambda: Job.objects.filter(pk__in=ids, status="succeeded").count() == 4, timeout=60
+        )
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert first.wait(60) == 0, runjobs.log(first)  # --burst: it drained what it could
+
+    starts = [(key, pid) for key, pid, _ in marks("start") if key.startswith("quick-")]
+    assert sorted(starts) == [(f"quick-{attempt}-{i}", second.pid) for i in range(3)], runjobs.log(
+        first
+    )
+    assert runjobs.log(first).count("its lease ran out before it could start") == 3
+    for row in Job.objects.filter(pk__in=ids):
+        assert (row.status, worker_pid(row.worker_id)) == ("succeeded", second.pid)
     assert runjobs.stop(second) == 0, runjobs.log(second)
 
 
