@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from .backoff import DEFAULT_BACKOFF, BackoffFunction
 from .conf import get_settings
 from .cronspec import CronSpec
-from .exceptions import Discard, UnknownJob
+from .exceptions import Discard, LeaseLost, UnknownJob
 from .flowspec import RateLimit, parse_rate_limit
 from .validation import (
     MAX_NAME_LENGTH,
@@ -41,6 +41,9 @@ OnFailed = Callable[[Any, BaseException], Any]
 LimitBy = str | Callable[[dict[str, Any]], str]
 # retry_on / discard_on: exception classes, as ``except`` takes them.
 ExceptionClasses = tuple[type[BaseException], ...]
+# The errors of runs the worker ended (not raised by the handler), which retry_on and
+# discard_on never judge: they are retried while attempts are left.
+WORKER_ENDED: ExceptionClasses = (LeaseLost,)
 
 
 @dataclass(eq=False)
@@ -111,7 +114,11 @@ class JobDefinition:
         """True when ``exc``, raised by the handler, fails the job at once (no retry).
 
         Judged only on a failure, so a job without ``retry_on``/``discard_on`` pays one
-        isinstance check per failed attempt and nothing per success."""
+        isinstance check per failed attempt and nothing per success. A run the worker
+        could not finish (``WORKER_ENDED``: the handler raised nothing) is never judged:
+        ``retries`` alone limits it."""
+        if isinstance(exc, WORKER_ENDED):
+            return False
         if isinstance(exc, Discard) or (self.discard_on and isinstance(exc, self.discard_on)):
             return True
         return self.retry_on is not None and not isinstance(exc, self.retry_on)

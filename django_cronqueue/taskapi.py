@@ -36,20 +36,41 @@ def _django() -> dict[str, Any]:
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 
-    return locals()
+    return _names(
+        BaseTaskBackend, TaskContext, TaskError, TaskResult, TaskResultStatus, task_backends,
+        InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist,
+        task_enqueued, task_started, task_finished, normalize_json,
+    )  # fmt: skip
 
 
 def _backport() -> dict[str, Any]:
     from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import TaskError
-    from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
-    from django_tasks.exceptions import InvalidTaskError as InvalidTask
-    from django_tasks.exceptions import TaskResultDoesNotExist
+    from django_tasks.exceptions import (
+        InvalidTaskBackendError,
+        InvalidTaskError,
+        TaskResultDoesNotExist,
+    )
     from django_tasks.signals import task_enqueued, task_finished, task_started
     from django_tasks.utils import normalize_json
 
-    return locals()
+    return _names(
+        BaseTaskBackend, TaskContext, TaskError, TaskResult, TaskResultStatus, task_backends,
+        InvalidTaskError, InvalidTaskBackendError, TaskResultDoesNotExist,
+        task_enqueued, task_started, task_finished, normalize_json,
+    )  # fmt: skip
+
+
+NAMES = (
+    "BaseTaskBackend", "TaskContext", "TaskError", "TaskResult", "TaskResultStatus",
+    "task_backends", "InvalidTask", "InvalidTaskBackend", "TaskResultDoesNotExist",
+    "task_enqueued", "task_started", "task_finished", "normalize_json",
+)  # fmt: skip
+
+
+def _names(*values: Any) -> dict[str, Any]:
+    return dict(zip(NAMES, values, strict=True))
 
 
 for _package, _load in (("django.tasks", _django), ("django_tasks", _backport)):

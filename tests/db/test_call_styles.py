@@ -212,3 +212,13 @@ def test_an_aware_datetime_keeps_its_instant_and_offset():
     jobs.tick()
     assert RECEIVED[0]["since"] == NOW
     assert RECEIVED[0]["since"].utcoffset() == dt.timedelta(hours=5, minutes=30)
+
+
+def test_typed_values_go_through_a_chain():
+    jobs.chain(sync_account.s(1, NOW), sync_account.s(2, since=NOW, note="b")).enqueue()
+    jobs.tick()
+    jobs.tick()
+    assert RECEIVED == [
+        {"account_id": 1, "since": NOW, "note": ""},
+        {"account_id": 2, "since": NOW, "note": "b"},
+    ]

@@ -141,3 +141,8 @@ def test_the_job_page_of_the_admin_shows_the_policy(admin_client):
     assert response.status_code == 200
     assert "Retry policy" in response.text
     assert "3 retries; retry_on: TimeoutError, ConnectionError" in response.text
+
+
+def test_the_policy_never_judges_a_run_the_worker_ended():
+    assert not picky.gives_up_on(jobs.LeaseLost("lease lost"))
+    assert not discarding.gives_up_on(jobs.LeaseLost("lease lost"))

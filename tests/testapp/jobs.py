@@ -1,5 +1,6 @@
 """Jobs used by the test suite, discovered like any app's jobs.py."""
 
+import builtins
 import datetime as dt
 import os
 import time
@@ -211,3 +212,25 @@ def fails_until_fixed(key: str) -> None:
     if not SideEffect.objects.filter(key=f"fixed {key}").exists():
         raise RuntimeError(f"{key} failed: not fixed yet")
     SideEffect.objects.create(key=key, pid=os.getpid())
+
+
+@jobs.job(retries=0)
+def records_types(**values: object) -> None:
+    """One SideEffect per argument: ``name=type:value`` of what the handler received."""
+    for name, value in values.items():
+        SideEffect.objects.create(key=f"{name}={type(value).__name__}:{value}", pid=os.getpid())
+
+
+@jobs.job(
+    retries=3,
+    backoff=lambda attempt: 0,
+    retry_on=(ConnectionError,),
+    discard_on=(LookupError,),
+    on_failed=remember_failure,
+)
+def fails_by_policy(key: str, error: str) -> None:
+    """Raises ``error`` (a builtin exception's name, or "discard" for jobs.Discard)."""
+    SideEffect.objects.create(key=key, pid=os.getpid())
+    if error == "discard":
+        raise jobs.Discard(f"gave up on {key}")
+    raise getattr(builtins, error)(key)
