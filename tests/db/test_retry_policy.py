@@ -146,3 +146,11 @@ def test_the_job_page_of_the_admin_shows_the_policy(admin_client):
 def test_the_policy_never_judges_a_run_the_worker_ended():
     assert not picky.gives_up_on(jobs.LeaseLost("lease lost"))
     assert not discarding.gives_up_on(jobs.LeaseLost("lease lost"))
+
+
+def test_a_time_limit_and_a_dead_child_are_judged_by_the_policy():
+    overran = jobs.TimeLimitExceeded("went past its timeout of 5 s")
+    died = jobs.ChildDied("the child was killed by SIGKILL")
+    assert picky.gives_up_on(overran) and picky.gives_up_on(died)  # retry_on lists neither
+    assert not default.gives_up_on(overran) and not default.gives_up_on(died)
+    assert not discarding.gives_up_on(overran)
