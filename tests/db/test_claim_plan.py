@@ -134,6 +134,10 @@ def test_the_claim_and_lease_indexes_hold_only_the_rows_they_are_read_for(histor
     index that does not cover the row's new status."""
     assert index_definition(CLAIM_INDEX).endswith("WHERE ((status)::text = 'pending'::text)")
     assert index_definition(LEASE_INDEX).endswith("WHERE ((status)::text = 'running'::text)")
+    assert index_definition("cronqueue_job_flow").endswith(
+        "WHERE ((status)::text = 'running'::text)"
+    )
+    assert index_definition("cronqueue_job_dedupe_key").endswith("WHERE (dedupe_key IS NOT NULL)")
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_relation_size(%s::regclass) < pg_relation_size(%s::regclass) / 10",
@@ -148,6 +152,11 @@ def index_names(node: dict) -> set[str]:
     for child in node.get("Plans", []):
         names |= index_names(child)
     return names
+
+
+def test_a_search_by_dedupe_key_walks_the_dedupe_key_index(history):
+    plan = explain(Job.objects.filter(dedupe_key="k").query.sql_with_params())
+    assert "cronqueue_job_dedupe_key" in index_names(plan)
 
 
 def test_the_expired_leases_query_walks_the_lease_index(history):
