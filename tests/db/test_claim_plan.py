@@ -140,6 +140,13 @@ def test_the_claim_and_lease_indexes_hold_only_the_rows_they_are_read_for(histor
     assert index_definition("cronqueue_job_dedupe_key").endswith("WHERE (dedupe_key IS NOT NULL)")
     with connection.cursor() as cursor:
         cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+            [Job._meta.db_table, "%(batch_id)%"],
+        )
+        [[batch_index]] = cursor.fetchall()
+    assert batch_index.endswith("WHERE (batch_id IS NOT NULL)")
+    with connection.cursor() as cursor:
+        cursor.execute(
             "SELECT pg_relation_size(%s::regclass) < pg_relation_size(%s::regclass) / 10",
             [CLAIM_INDEX, "cronqueue_job_finished"],
         )
@@ -157,6 +164,11 @@ def index_names(node: dict) -> set[str]:
 def test_a_search_by_dedupe_key_walks_the_dedupe_key_index(history):
     plan = explain(Job.objects.filter(dedupe_key="k").query.sql_with_params())
     assert "cronqueue_job_dedupe_key" in index_names(plan)
+
+
+def test_the_jobs_of_a_batch_are_read_through_the_batch_index(history):
+    plan = explain(Job.objects.filter(batch_id=1).query.sql_with_params())
+    assert any(name.startswith("django_cronqueue_job_batch_id") for name in index_names(plan))
 
 
 def test_the_expired_leases_query_walks_the_lease_index(history):
