@@ -41,8 +41,12 @@ def _recreate(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor, partial:
     indexes = dict(INDEXES)
     # The index Django made for the foreign key to a workflow's batch (its name is
     # derived from the table's): read by batch only; most jobs belong to none.
-    for name in schema_editor._constraint_names(job, ["batch_id"], index=True):
-        indexes[name] = ("batch_id", "batch_id IS NOT NULL")
+    connection = schema_editor.connection
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    for name, about in constraints.items():
+        if about["index"] and about["columns"] == ["batch_id"] and not about["unique"]:
+            indexes[name] = ("batch_id", "batch_id IS NOT NULL")
     for name, (columns, condition) in indexes.items():
         where = f" WHERE {condition}" if partial else ""
         schema_editor.execute(f"DROP INDEX IF EXISTS {quote(name)}")
