@@ -56,7 +56,7 @@ class JobContext:
         self.attempt = attempt
         self.scheduled_for = scheduled_for
         self.payload = payload
-        self._cancel = threading.Event()
+        self._cancelled = False  # set once, under _lock (an Event per job cost more)
         self._ask_database = ask_database
         self._asked_at = -math.inf
         self._lock = threading.Lock()
@@ -87,19 +87,19 @@ class JobContext:
     @property
     def cancel_requested(self) -> bool:
         """True once a cancel of this job was requested (``jobs.cancel()``)."""
-        if not self._cancel.is_set() and self._ask_database is not None:
+        if not self._cancelled and self._ask_database is not None:
             now = time.monotonic()
             if now - self._asked_at >= POLL_INTERVAL:
                 self._asked_at = now
                 self.ask_database()
-        return self._cancel.is_set()
+        return self._cancelled
 
     def ask_database(self) -> bool:
         """Where no worker watches for cancel requests, read the row now (the check
         before the handler starts: it does not count against the handler's own)."""
-        if not self._cancel.is_set() and self._ask_database is not None and self._ask_database():
+        if not self._cancelled and self._ask_database is not None and self._ask_database():
             self.request_cancel()
-        return self._cancel.is_set()
+        return self._cancelled
 
     def check_cancelled(self) -> None:
         """Raise ``jobs.JobCancelled`` if a cancel of this job was requested."""
@@ -110,9 +110,9 @@ class JobContext:
         """Mark the cancel as requested (the worker calls this) and run the callbacks
         registered by ``on_cancel`` (an async handler's task is cancelled)."""
         with self._lock:
-            if self._cancel.is_set():
+            if self._cancelled:
                 return
-            self._cancel.set()
+            self._cancelled = True
             callbacks = list(self._on_cancel)
         for callback in callbacks:
             try:
@@ -123,7 +123,7 @@ class JobContext:
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when a cancel is requested (at once if it already was)."""
         with self._lock:
-            if not self._cancel.is_set():
+            if not self._cancelled:
                 self._on_cancel.append(callback)
                 return
         callback()

@@ -134,6 +134,17 @@ def test_the_claim_and_lease_indexes_hold_only_the_rows_they_are_read_for(histor
     index that does not cover the row's new status."""
     assert index_definition(CLAIM_INDEX).endswith("WHERE ((status)::text = 'pending'::text)")
     assert index_definition(LEASE_INDEX).endswith("WHERE ((status)::text = 'running'::text)")
+    assert index_definition("cronqueue_job_flow").endswith(
+        "WHERE ((status)::text = 'running'::text)"
+    )
+    assert index_definition("cronqueue_job_dedupe_key").endswith("WHERE (dedupe_key IS NOT NULL)")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+            [Job._meta.db_table, "%(batch_id)%"],
+        )
+        [[batch_index]] = cursor.fetchall()
+    assert batch_index.endswith("WHERE (batch_id IS NOT NULL)")
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_relation_size(%s::regclass) < pg_relation_size(%s::regclass) / 10",
@@ -150,9 +161,20 @@ def index_names(node: dict) -> set[str]:
     return names
 
 
-def test_the_expired_leases_query_walks_the_lease_index(history):
+def test_a_search_by_dedupe_key_walks_the_dedupe_key_index(history):
+    plan = explain(Job.objects.filter(dedupe_key="k").query.sql_with_params())
+    assert "cronqueue_job_dedupe_key" in index_names(plan)
+
+
+def test_the_jobs_of_a_batch_are_read_through_the_batch_index(history):
+    plan = explain(Job.objects.filter(batch_id=1).query.sql_with_params())
+    assert any(name.startswith("django_cronqueue_job_batch_id") for name in index_names(plan))
+
+
+def test_the_expired_leases_query_walks_an_index_of_running_rows(history):
     queryset = Job.objects.filter(status=JobStatus.RUNNING, locked_until__lt=timezone.now())
     sql, params = queryset.query.sql_with_params()
     plan = explain((sql, list(params)))
-    assert LEASE_INDEX in index_names(plan)
+    # With no running row, either index of running rows only is as good: both are empty.
+    assert index_names(plan) & {LEASE_INDEX, "cronqueue_job_flow"}
     assert all(node_type != "Seq Scan" for node_type, _ in scans_of_job_table(plan))
