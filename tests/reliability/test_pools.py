@@ -62,6 +62,8 @@ def test_a_handler_stuck_in_c_code_is_killed_at_its_timeout_and_retried_by_polic
     assert starts[0][1] != starts[1][1]  # a new child for the retry
     assert not any(alive(pid) for _, pid, _ in starts)
     assert marks("end") == []
+    # on_failed runs after the row is written: wait for it.
+    wait_until(lambda: marks("on_failed"), timeout=10)
     assert [key for key, _, _ in marks("on_failed")] == ["c:TimeLimitExceeded"]
     after = jobs.enqueue(rel.tracked, {"key": "after"})
     assert ended(after).status == "succeeded"

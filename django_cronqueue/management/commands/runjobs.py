@@ -159,8 +159,11 @@ class Command(BaseCommand):
         from django_cronqueue.worker import make_worker
 
         pool = options["pool"] or get_settings().POOL
-        pool_checks.pool_in_use = pool
-        self.check(display_num_errors=False)
+        pool_checks.pool_in_use = pool  # the soft_timeout check judges this pool
+        try:
+            self.check(display_num_errors=False)
+        finally:
+            pool_checks.pool_in_use = None
         if options["concurrency"] is not None and options["concurrency"] < 1:
             self.stderr.write("--concurrency must be at least 1")
             raise SystemExit(2)
