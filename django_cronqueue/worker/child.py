@@ -13,6 +13,7 @@ import pickle
 import resource
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from types import FrameType
@@ -98,15 +99,23 @@ def run(job: ClaimedJob) -> Report:
     context = new_context(job)
     _running.context = context
     soft = definition.soft_timeout if definition is not None else None
+    outcome: Call | None = None
+    started = time.monotonic()
     try:
-        if soft is not None and not definition.is_async:  # type: ignore[union-attr]
-            _running.soft_armed = True
-            signal.setitimer(signal.ITIMER_REAL, soft)
-        outcome = call(job, context)
-    finally:
-        _running.soft_armed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _running.context = None
+        try:
+            if soft is not None and not definition.is_async:  # type: ignore[union-attr]
+                _running.soft_armed = True
+                signal.setitimer(signal.ITIMER_REAL, soft)
+            outcome = call(job, context)
+        finally:
+            _running.soft_armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            _running.context = None
+    except SoftTimeLimitExceeded as exc:
+        # The limit passed as the handler returned, outside its own frames: a handler
+        # that returned keeps its outcome; otherwise the attempt fails with the limit.
+        if outcome is None:
+            outcome = Call(job, definition, time.monotonic() - started, error=exc, context=context)
     close_old_connections()
     return Report(
         outcome.duration,
