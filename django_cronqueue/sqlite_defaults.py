@@ -24,6 +24,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .conf import database_alias
 
 BUSY_TIMEOUT = 20  # seconds
+BUSY_TIMEOUT_MS = BUSY_TIMEOUT * 1000  # PRAGMA takes no parameters: a constant in its text
 
 
 def apply(*, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
@@ -35,7 +36,7 @@ def apply(*, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
         connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]
     raw = connection.connection
     if "timeout" not in options:
-        raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT * 1000}")
+        raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if "journal_mode" in str(options.get("init_command", "")).lower():
         return
     if connection.is_in_memory_db():  # type: ignore[attr-defined]

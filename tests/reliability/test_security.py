@@ -73,6 +73,13 @@ ALLOWED_IMPORTS = {
 }
 
 
+# The process pool's child checks that its own handler's return value and exception can
+# cross the pipe to its parent (multiprocessing pickles them both ways): it pickles objects
+# it made itself and unpickles only its own pickles. Nothing read from a row is unpickled:
+# the parent pickles the claimed rows' decoded JSON (dicts, lists, strings) for its child.
+ALLOWED_PICKLE = {("worker/child.py", "pickle")}
+
+
 def test_the_package_never_imports_evaluates_or_unpickles_what_it_reads():
     violations, importers = [], set()
     for path in sources("**/*.py"):
@@ -88,7 +95,7 @@ def test_the_package_never_imports_evaluates_or_unpickles_what_it_reads():
                 modules = []
             for module in modules:
                 root = module.split(".")[0]
-                if root in FORBIDDEN_MODULES:
+                if root in FORBIDDEN_MODULES and (relative, root) not in ALLOWED_PICKLE:
                     violations.append(f"{relative}:{node.lineno} imports {module}")
                 if root == "importlib" and relative != "claiming/__init__.py":
                     violations.append(f"{relative}:{node.lineno} imports {module}")
