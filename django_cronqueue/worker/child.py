@@ -2,6 +2,14 @@
 what each call did. The parent claims, renews the leases and records the outcomes;
 the child only calls handlers (with its own database connection, for their queries).
 
+The parent sends an ``Assignment`` of a few jobs at once (the quick jobs its slot
+claimed together), so that it records one job's outcome while the child runs the next:
+one message each way per job would leave both waiting on each other. A job the child
+could not start by the assignment's ``start_by`` (its lease might have run out: the
+parent was stopped, or a job before it ran long) is sent back unstarted, with the rest.
+Past ``--max-jobs-per-child`` or ``--max-memory-per-child`` the child says so in its
+report and exits; the jobs it did not start go to its replacement.
+
 Signals: SIGTERM and SIGINT are ignored (the parent drains, then kills); SIGUSR1 tells
 the running job that its cancel was requested; SIGALRM, armed for a sync handler's
 ``soft_timeout``, raises ``SoftTimeLimitExceeded`` in it."""
@@ -33,6 +41,16 @@ MB = 1024 * 1024
 
 
 @dataclass
+class Assignment:
+    """Jobs for a child to run in order."""
+
+    jobs: list[ClaimedJob]
+    start_by: float  # time.monotonic(): a job not started by then is sent back unstarted
+    max_jobs: int | None  # the child's --max-jobs-per-child
+    max_memory_mb: int | None  # its --max-memory-per-child
+
+
+@dataclass
 class Report:
     """What a child sends back for one job."""
 
@@ -40,10 +58,22 @@ class Report:
     result: Any
     error: BaseException | None
     progress: dict[str, Any] | None
-    rss_mb: float
+    retiring: str = ""  # why the child exits after this job (a recycling limit), if it does
+
+
+@dataclass
+class Cancel:
+    """Sent before SIGUSR1: the cancel of job ``job_id`` was requested. The signal alone
+    could reach the job after it (the child starts the next job as it reports one)."""
+
+    job_id: int
+
+
+NOT_STARTED = "not started"  # sent instead of a Report: the rest of the assignment is not run
 
 
 class _Running:
+    parent: Connection | None = None
     context: JobContext | None = None
     soft_armed = False
 
@@ -62,8 +92,17 @@ def resident_mb() -> float:
 
 
 def _on_cancel(signum: int, frame: FrameType | None) -> None:
-    if _running.context is not None:
-        _running.context.request_cancel()
+    # Only while a handler runs: then the main thread is not reading from the parent.
+    context, parent = _running.context, _running.parent
+    if context is None or parent is None:
+        return
+    try:
+        while parent.poll():
+            message = parent.recv()
+            if isinstance(message, Cancel) and message.job_id == context.job_id:
+                context.request_cancel()
+    except (EOFError, OSError):
+        pass  # the parent is gone: this child ends with it
 
 
 def _on_soft_limit(signum: int, frame: FrameType | None) -> None:
@@ -81,17 +120,42 @@ def main(parent: Connection, parent_pid: int) -> None:
         signal.signal(signum, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _on_cancel)
     signal.signal(signal.SIGALRM, _on_soft_limit)
+    _running.parent = parent
+    ran = 0
     try:
         while True:
             try:
-                job = parent.recv()
+                assignment: Assignment | Cancel | None = parent.recv()
             except EOFError:
                 return
-            if job is None:
+            if assignment is None:
                 return
-            parent.send(run(job))
+            if isinstance(assignment, Cancel):
+                continue  # for a job that ended meanwhile
+            for job in assignment.jobs:
+                if time.monotonic() > assignment.start_by:
+                    parent.send(NOT_STARTED)
+                    break
+                report = run(job)
+                ran += 1
+                report.retiring = retiring(ran, assignment)
+                parent.send(report)
+                if report.retiring:
+                    return
     finally:
         connections.close_all()
+
+
+def retiring(ran: int, assignment: Assignment) -> str:
+    """Why this child, having run ``ran`` jobs, must be replaced now, or ""."""
+    if assignment.max_jobs and ran >= assignment.max_jobs:
+        return f"it ran {ran} job(s) (--max-jobs-per-child)"
+    if assignment.max_memory_mb and (rss_mb := resident_mb()) > assignment.max_memory_mb:
+        return (
+            f"its resident set is {rss_mb:.0f} MB, over "
+            f"{assignment.max_memory_mb} MB (--max-memory-per-child)"
+        )
+    return ""
 
 
 def run(job: ClaimedJob) -> Report:
@@ -122,7 +186,6 @@ def run(job: ClaimedJob) -> Report:
         _sendable_result(outcome),
         _sendable_error(outcome),
         context.progress,
-        resident_mb(),
     )
 
 

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from django.db import (
@@ -315,32 +316,46 @@ class Worker(DatabaseRetry):
                 if self.stopping.is_set():
                     self._give_back(jobs[index:])
                     break
-                all_quick = self._run_one(job, recorder) and all_quick
+                held = self._begin_run(job)
+                if held is not None:
+                    quick = self._end_run(held, partial(self._execute, job, held), recorder)
+                    all_quick = quick and all_quick
             return all_quick
         finally:
-            if self.stopping.is_set() or not all_quick:
-                self._flush(recorder)  # else the slot's next claim writes them
-            # Successes still waiting to be written keep their leases until then.
-            waiting = {id(outcome.job) for outcome in recorder.pending}
-            self._drop_held([job for job in jobs if id(job) not in waiting])
+            self._after_held(jobs, recorder, all_quick)
 
-    def _run_one(self, job: ClaimedJob, recorder: Recorder) -> bool:
-        """Run one job, unless it was given back meanwhile. Returns True when it was quick."""
+    def _after_held(self, jobs: list[ClaimedJob], recorder: Recorder, all_quick: bool) -> None:
+        if self.stopping.is_set() or not all_quick:
+            self._flush(recorder)  # else the slot's next claim writes them
+        # Successes still waiting to be written keep their leases until then.
+        waiting = {id(outcome.job) for outcome in recorder.pending}
+        self._drop_held([job for job in jobs if id(job) not in waiting])
+
+    def _begin_run(self, job: ClaimedJob) -> HeldJob | None:
+        """Mark ``job`` started, unless its lease ran out or it was given back
+        meanwhile (then None: it is not run)."""
         definition = registry.get(job.name)
         timeout = definition.effective_timeout if definition else 0.0
         if not lease_holds(job, self.clock.now(), self.lease):  # lost while it waited
             self._drop_held([job])
-            return True
+            return None
         with self._held_lock:
             held = self._held.get(job.id)
             if held is None or held.job.token != job.token:
-                return True  # given back by the heartbeat: a job before it overran
+                return None  # given back by the heartbeat: a job before it overran
             held.started = True
             held.deadline = time.monotonic() + timeout + self.deadline_margin
+        return held
+
+    def _end_run(self, held: HeldJob, run: Callable[[], Call], recorder: Recorder) -> bool:
+        """Run a started job (``run()`` returns its outcome) and record the outcome.
+        Returns True when it was quick."""
+        job = held.job
         quick = waiting = False
         try:
-            outcome = self._execute(job, held)
+            outcome = run()
             if held.abandoned:  # it returned past its timeout: the attempt fails
+                timeout = outcome.definition.effective_timeout if outcome.definition else 0.0
                 outcome = Call(
                     job,
                     outcome.definition,

@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -23,11 +24,11 @@ from django.db import connections
 
 from ..claiming import ClaimedJob
 from ..exceptions import ChildDied, TimeLimitExceeded
-from ..execution import Call
+from ..execution import Call, Recorder
 from ..held import HeldJob
 from ..registry import JobDefinition, registry
 from . import child as child_module
-from .child import Report
+from .child import Assignment, Cancel, Report
 from .forker import Forker
 from .loop import Worker
 
@@ -41,7 +42,10 @@ RECORD_AFTER_KILL = 5.0  # seconds the slots get to give back jobs of killed chi
 class Child:
     pid: int
     connection: Connection
-    jobs: int = 0
+
+
+def _given(outcome: Call) -> Call:
+    return outcome
 
 
 def describe_status(status: int) -> str:
@@ -138,34 +142,123 @@ class ProcessWorker(Worker):
             with contextlib.suppress(OSError):
                 os.kill(child.pid, signal.SIGKILL)
 
-    # running one job ----------------------------------------------------------------
+    # running jobs ---------------------------------------------------------------------
 
-    def _execute(self, job: ClaimedJob, held: HeldJob) -> Call:
-        definition = registry.get(job.name)
-        if definition is None or self._giving_back:
-            return Call(job, None)  # recorded as given back
+    def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> bool:
+        """Run claimed jobs in order, handing them to the slot's child a few at a time
+        (an ``Assignment``): the slot records one job while its child runs the next."""
+        all_quick = True
+        waiting = list(jobs)
+        try:
+            while waiting:
+                if self.stopping.is_set():
+                    self._give_back(waiting)
+                    break
+                assigned = self._begin_assignment(waiting, recorder)
+                if assigned:
+                    quick, unstarted = self._run_assignment(assigned, recorder)
+                    all_quick = quick and all_quick
+                    waiting[:0] = unstarted
+            return all_quick
+        finally:
+            self._after_held(jobs, recorder, all_quick)
+
+    def _begin_assignment(self, waiting: list[ClaimedJob], recorder: Recorder) -> list[HeldJob]:
+        """Take the jobs to send now from the front of ``waiting``, marked started;
+        those that may not start are left out (a job no longer defined here is recorded
+        as given back). After a slow job the slot claims one job at a time, so only
+        runs of quick jobs are sent together."""
+        assigned: list[HeldJob] = []
+        while waiting:
+            job = waiting.pop(0)
+            held = self._begin_run(job)
+            if held is None:
+                continue
+            if registry.get(job.name) is None or self._giving_back:
+                self._end_run(held, partial(Call, job, None), recorder)
+                continue
+            if assigned:
+                with self._held_lock:
+                    held.deadline = None  # renewed while it waits in the child; no overrun yet
+            assigned.append(held)
+        return assigned
+
+    def _run_assignment(
+        self, assigned: list[HeldJob], recorder: Recorder
+    ) -> tuple[bool, list[ClaimedJob]]:
+        """Run ``assigned`` in the slot's child and record each outcome as it comes.
+        Returns whether all were quick, and the jobs the child did not start (in order,
+        no longer marked started) for the slot to send again."""
         child = self._slot_child()
+        all_quick = True
+        # lease_holds() let each of them start with half a lease left, at least.
+        start_by = time.monotonic() + self.lease.total_seconds() / 2
+        try:
+            child.connection.send(
+                Assignment(
+                    [held.job for held in assigned],
+                    start_by,
+                    self.max_jobs_per_child,
+                    self.max_memory_per_child,
+                )
+            )
+        except OSError:
+            self._end(child, kill=True)
+            return True, self._unstarted(assigned)
+        for index, held in enumerate(assigned):
+            if index:
+                self._started_in_child(held)
+            outcome = self._await_report(child, held)
+            if outcome is None:  # the child sent back the rest unstarted
+                return all_quick, self._unstarted(assigned[index:])
+            quick = self._end_run(held, partial(_given, outcome[0]), recorder)
+            all_quick = quick and all_quick
+            if outcome[1]:  # the child ended: killed, died, or retired after this job
+                return all_quick, self._unstarted(assigned[index + 1 :])
+        return all_quick, []
+
+    def _started_in_child(self, held: HeldJob) -> None:
+        """The child starts the next job of its assignment as it reports the last."""
+        definition = registry.get(held.job.name)
+        timeout = definition.effective_timeout if definition else 0.0
+        with self._held_lock:
+            held.deadline = time.monotonic() + timeout + self.deadline_margin
+
+    def _unstarted(self, assigned: list[HeldJob]) -> list[ClaimedJob]:
+        with self._held_lock:
+            for held in assigned:
+                held.started = False
+                held.deadline = None
+        return [held.job for held in assigned]
+
+    def _await_report(self, child: Child, held: HeldJob) -> tuple[Call, bool] | None:
+        """Wait for the outcome of ``held``'s job, which the child runs now, killing the
+        child at the job's timeout. Returns the outcome and whether the child ended, or
+        None when the child did not start the job."""
+        job = held.job
+        definition = registry.get(job.name)
+        assert definition is not None
         timeout = definition.effective_timeout
         started = time.monotonic()
         deadline = started + timeout
         try:
-            child.connection.send(job)
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return self._time_limit(child, job, definition, held, timeout, started)
+                    return self._time_limit(child, job, definition, held, timeout, started), True
                 if child.connection.poll(min(remaining, CANCEL_POLL)):
-                    report: Report = child.connection.recv()
+                    report: Report | str = child.connection.recv()
                     break
-                if held.context.cancel_requested:
-                    os.kill(child.pid, signal.SIGUSR1)  # again until it reports: idempotent
+                if held.context.cancel_requested:  # again until it reports: idempotent
+                    child.connection.send(Cancel(job.id))
+                    os.kill(child.pid, signal.SIGUSR1)
         except (EOFError, OSError):
-            return self._died(child, job, definition, held, started)
-        child.jobs += 1
+            return self._died(child, job, definition, held, started), True
+        if not isinstance(report, Report):  # NOT_STARTED
+            return None
         if report.progress is not None:
             held.context.put_progress(report.progress)
-        self._maybe_recycle(child, report)
-        return Call(
+        outcome = Call(
             job,
             definition,
             report.duration,
@@ -173,6 +266,16 @@ class ProcessWorker(Worker):
             error=report.error,
             context=held.context,
         )
+        if report.retiring:
+            how = self._end(child, kill=False)
+            logger.info(
+                "Worker %s: replaced child process %s: %s; it %s",
+                self.id,
+                child.pid,
+                report.retiring,
+                how,
+            )
+        return outcome, bool(report.retiring)
 
     def _end(self, child: Child, *, kill: bool) -> str:
         """Wait for ``child`` to end (killing it first), forget it; how it ended."""
@@ -238,21 +341,3 @@ class ProcessWorker(Worker):
             f"Job {job.name} #{job.id}: the child process running it (pid {child.pid}) {how}"
         )
         return Call(job, definition, time.monotonic() - started, error=error, context=held.context)
-
-    def _maybe_recycle(self, child: Child, report: Report) -> None:
-        reason = ""
-        if self.max_jobs_per_child and child.jobs >= self.max_jobs_per_child:
-            reason = f"it ran {child.jobs} job(s) (--max-jobs-per-child)"
-        elif self.max_memory_per_child and report.rss_mb > self.max_memory_per_child:
-            reason = (
-                f"its resident set is {report.rss_mb:.0f} MB, over "
-                f"{self.max_memory_per_child} MB (--max-memory-per-child)"
-            )
-        if not reason:
-            return
-        with contextlib.suppress(OSError):
-            child.connection.send(None)  # it exits
-        how = self._end(child, kill=False)
-        logger.info(
-            "Worker %s: replaced child process %s: %s; it %s", self.id, child.pid, reason, how
-        )

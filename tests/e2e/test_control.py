@@ -119,9 +119,15 @@ def assert_cancelled_by(row: Job, by: str, reason: str) -> None:
 # --- cancel of a running job ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("handler", [rel.cooperative, rel.async_sleeper], ids=["sync", "async"])
-def test_a_running_job_whose_cancel_is_requested_ends_cancelled_without_retry(runjobs, handler):
-    worker = start_worker(runjobs, "--concurrency", "1")
+@pytest.mark.parametrize(
+    ("handler", "pool"),
+    [(rel.cooperative, "threads"), (rel.async_sleeper, "threads"), (rel.cooperative, "processes")],
+    ids=["sync", "async", "sync-processes"],
+)
+def test_a_running_job_whose_cancel_is_requested_ends_cancelled_without_retry(
+    runjobs, handler, pool
+):
+    worker = start_worker(runjobs, "--concurrency", "1", "--pool", pool)
     job = jobs.enqueue(handler, {"key": "victim"})
     wait_until(lambda: started("victim"), timeout=30)
 

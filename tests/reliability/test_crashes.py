@@ -159,7 +159,7 @@ def test_a_run_that_outlives_its_lease_is_discarded_and_the_row_shows_the_second
     assert runjobs.stop(second) == 0, runjobs.log(second)
 
 
-def stop_with_jobs_claimed_in_advance(runjobs, settings, attempt):
+def stop_with_jobs_claimed_in_advance(runjobs, settings, attempt, pool="threads"):
     """Start a worker that claims a slow job and three quick ones together (claims grow
     1, 2, 4 while jobs are quick) and freeze it (SIGSTOP) in the slow one's handler.
     Returns (worker, ids of the four), or None when a warm-up job happened not to be quick
@@ -169,7 +169,7 @@ def stop_with_jobs_claimed_in_advance(runjobs, settings, attempt):
     slow = jobs.enqueue(rel.hour_long, {"key": f"slow-{attempt}", "first": 2, "then": 0})
     quick = [jobs.enqueue(rel.tracked, {"key": f"quick-{attempt}-{i}"}) for i in range(3)]
     ids = [slow.pk, *(job.pk for job in quick)]
-    worker = runjobs.start("--burst", "--concurrency", "1", settings=settings)
+    worker = runjobs.start("--burst", "--concurrency", "1", "--pool", pool, settings=settings)
     wait_until(lambda: marks("start"), timeout=30)  # the slow handler started
     worker.send_signal(signal.SIGSTOP)
     claimed = Job.objects.filter(pk__in=ids, status="running")
@@ -182,14 +182,19 @@ def stop_with_jobs_claimed_in_advance(runjobs, settings, attempt):
     return None
 
 
-def test_a_worker_stopped_past_its_leases_never_starts_the_jobs_it_claimed_in_advance(runjobs):
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_a_worker_stopped_past_its_leases_never_starts_the_jobs_it_claimed_in_advance(
+    runjobs, pool
+):
     """A worker claimed a slow job and three quick ones together and froze (SIGSTOP) in
     the slow one's handler for longer than a lease. A second worker takes all four over
     and runs them. Thawed, the first finds the leases of the three it had not started
-    lost and starts none of them: each quick job runs exactly once, by the second."""
+    lost and starts none of them: each quick job runs exactly once, by the second. In
+    the process pool only the parent freezes: its child, which got the four together,
+    ends the slow job and must not start the quick ones on its own."""
     settings = {"LEASE": 1.5, "POLL_INTERVAL": 0.2}
     for attempt in range(5):
-        stopped = stop_with_jobs_claimed_in_advance(runjobs, settings, attempt)
+        stopped = stop_with_jobs_claimed_in_advance(runjobs, settings, attempt, pool)
         if stopped is not None:
             break
     assert stopped is not None, "the slow job was never claimed with the quick ones"
