@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from django.conf import settings
@@ -26,8 +26,8 @@ THREADED_FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 # Set while the console is installed at a verbosity that prints successes: called with
-# (job name, job id, seconds) instead of logger.info(). None otherwise.
-success_line: Callable[[str, int, float], None] | None = None
+# [(job name, job id, seconds), ...] instead of logger.info(). None otherwise.
+success_line: SuccessLine | None = None
 
 
 def site_configures_logging() -> bool:
@@ -41,8 +41,9 @@ def site_configures_logging() -> bool:
 
 
 class SuccessLine:
-    """A success's line, written under the handler's lock, with the time prefix the
-    formatter would give it (formatted once a second)."""
+    """The lines of successes written together (a worker records quick successes in
+    batches: one write per batch), under the handler's lock, with the time prefix the
+    formatter would give them (formatted once a second)."""
 
     def __init__(self, handler: logging.StreamHandler[TextIO]) -> None:
         self.write = handler.stream.write
@@ -50,14 +51,19 @@ class SuccessLine:
         self.second = -1
         self.prefix = ""
 
-    def __call__(self, name: str, job_id: int, duration: float) -> None:
+    def __call__(self, successes: Iterable[tuple[str, int, float]]) -> None:
         now = int(time.time())
         if now != self.second:
             self.second = now
             self.prefix = time.strftime(DATE_FORMAT, time.localtime(now)) + " INFO Job "
-        line = f"{self.prefix}{name} #{job_id} succeeded in {duration:.3f}s\n"
-        with self.lock:
-            self.write(line)
+        prefix = self.prefix
+        lines = "".join(
+            f"{prefix}{name} #{job_id} succeeded in {duration:.3f}s\n"
+            for name, job_id, duration in successes
+        )
+        if lines:
+            with self.lock:
+                self.write(lines)
 
 
 def install(verbosity: int, stream: TextIO) -> Callable[[], None]:

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,7 @@ from django.db.models import Q
 from . import console, lifecycle, signals, typedjson
 from .claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_successes
 from .conf import database_alias, get_settings
-from .context import JobContext, activate
+from .context import JobContext, enter, leave
 from .error_text import describe
 from .exceptions import JobCancelled, Snooze, SoftTimeLimitExceeded
 from .lifecycle import Outcome
@@ -189,7 +189,7 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
         job, now=now, result=outcome.stored_result, progress=outcome.progress
     ):
         return Outcome.DISCARDED
-    announce_success(outcome)
+    announce_successes([outcome])
     return Outcome.SUCCEEDED
 
 
@@ -199,22 +199,31 @@ def run_claimed(job: ClaimedJob, clock: Clock) -> tuple[bool, Outcome]:
     return outcome.succeeded, record(outcome, clock())
 
 
-def announce_success(outcome: Call) -> None:
-    job = outcome.job
-    signals.send(
-        signals.job_succeeded, job.name, job=job, result=outcome.result, duration=outcome.duration
-    )
-    line = console.success_line
-    if line is not None:  # runjobs's own console: no log record on the hot path
-        line(job.name, job.id, outcome.duration)
-    elif logger.isEnabledFor(logging.INFO):
-        logger.info(
-            "Job %s #%s succeeded in %.3fs",
+def announce_successes(outcomes: Sequence[Call]) -> None:
+    """Send ``job_succeeded`` for each of ``outcomes`` and log them: on runjobs's own
+    console, one write for all (no log record on the hot path)."""
+    for outcome in outcomes:
+        job = outcome.job
+        signals.send(
+            signals.job_succeeded,
             job.name,
-            job.id,
-            outcome.duration,
-            extra=_extra(job, Outcome.SUCCEEDED, outcome.duration),
+            job=job,
+            result=outcome.result,
+            duration=outcome.duration,
         )
+    lines = console.success_line
+    if lines is not None:
+        lines((outcome.job.name, outcome.job.id, outcome.duration) for outcome in outcomes)
+    elif logger.isEnabledFor(logging.INFO):
+        for outcome in outcomes:
+            job = outcome.job
+            logger.info(
+                "Job %s #%s succeeded in %.3fs",
+                job.name,
+                job.id,
+                outcome.duration,
+                extra=_extra(job, Outcome.SUCCEEDED, outcome.duration),
+            )
 
 
 class Recorder:
@@ -281,9 +290,7 @@ class Recorder:
             self.oldest = time.monotonic()
 
     def announce(self, batch: list[Call], written: set[int]) -> None:
-        for outcome in batch:
-            if outcome.job.id in written:
-                announce_success(outcome)
+        announce_successes([outcome for outcome in batch if outcome.job.id in written])
         unwritten = [outcome for outcome in batch if outcome.job.id not in written]
         gained = gained_downstream(unwritten)
         for outcome in gained:
@@ -363,12 +370,15 @@ def handler_arguments(
 
 def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:
     args, kwargs = handler_arguments(definition, job, context)
-    with activate(context):
+    token = enter(context)
+    try:
         if definition.is_async:
             return async_to_sync(run_cancellable)(
                 context, definition.func, args, kwargs, definition.soft_timeout
             )
         return definition.func(*args, **kwargs)
+    finally:
+        leave(token)
 
 
 def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:

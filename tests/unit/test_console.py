@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 
 from django_cronqueue import console
-from django_cronqueue.execution import Call, announce_success
+from django_cronqueue.execution import Call, announce_successes
 
 LOGGER = logging.getLogger("django_cronqueue")
 
@@ -50,7 +50,7 @@ def test_verbosity_sets_the_level_and_the_success_line(no_root_handlers, verbosi
     try:
         assert LOGGER.level == level
         assert (console.success_line is not None) == fast
-        announce_success(Call(FakeJob(), None, duration=0.0123))  # type: ignore[arg-type]
+        announce_successes([Call(FakeJob(), None, duration=0.0123)])  # type: ignore[arg-type]
         LOGGER.debug("a debug record")
     finally:
         uninstall()
