@@ -94,11 +94,19 @@ def consumer_span(job: TracedJob) -> AbstractContextManager[None]:
     return _consumer_span(job)
 
 
+class _Provider:
+    configured = False  # a tracer provider, once set, cannot be replaced: asked until then
+
+
 def _tracing_configured() -> bool:
     """True once the site has set a tracer provider (the API's default is a proxy that
     records nothing until one is set)."""
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    if not _Provider.configured:
+        provider = trace.get_tracer_provider()
+        _Provider.configured = not isinstance(
+            provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        )
+    return _Provider.configured
 
 
 def traceparent_of(span: trace.Span) -> str:

@@ -58,8 +58,9 @@ EXIT_STUCK = 3  # run()'s exit status when handlers stayed past timeout + TIMEOU
 
 
 def _add_or_flush(recorder: Recorder, outcome: Call) -> None:
-    """Record ``outcome``; on a second try, just write the batch it already joined."""
-    if any(pending is outcome for pending in recorder.pending):
+    """Record ``outcome``; on a second try, just write the batch it already joined (as
+    its last: a failed write puts the batch back in order)."""
+    if recorder.pending and recorder.pending[-1] is outcome:
         recorder.flush()
     else:
         recorder.add(outcome)
@@ -299,11 +300,10 @@ class Worker(DatabaseRetry):
         self._drop_held([call.job for call in succeeded])
         if include_capped and not any(is_capped(job.name) for job in jobs):
             self._skip_capped_until = time.monotonic() + self.poll_interval
+        slot = threading.current_thread().name
         with self._held_lock:
             for job in jobs:
-                self._held[job.id] = HeldJob(
-                    job, new_context(job), slot=threading.current_thread().name
-                )
+                self._held[job.id] = HeldJob(job, new_context(job), slot=slot)
             noticed = [self._held[i] for i in self._notices.take(job.id for job in jobs)]
         pass_on_noticed(noticed)  # a cancel notice came between the claim and now
         return jobs
