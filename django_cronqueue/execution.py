@@ -260,6 +260,14 @@ class Recorder:
         if time.monotonic() - self.oldest >= self.MAX_WAIT:
             self.flush()
 
+    def add_or_flush(self, outcome: Call) -> None:
+        """``add``, or on a second try (the first failed to write), just write the batch
+        ``outcome`` already joined: as its last, since a failed write puts it back."""
+        if self.pending and self.pending[-1] is outcome:
+            self.flush()
+        else:
+            self.add(outcome)
+
     def flush(self) -> None:
         if not self.pending:
             return

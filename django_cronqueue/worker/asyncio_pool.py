@@ -28,7 +28,7 @@ from ..exceptions import JobCancelled, TimeLimitExceeded
 from ..execution import Call, Recorder, handler_arguments, run_cancellable
 from ..held import HeldJob
 from ..registry import JobDefinition, registry
-from .loop import Worker, _add_or_flush
+from .loop import Worker
 
 CLAIM_MAX = 100  # rows per claim
 SYNC_THREADS = 8  # the executor of sync handlers
@@ -184,7 +184,7 @@ class AsyncioWorker(Worker):
                 outcome = Call(job, outcome.definition, outcome.duration, error=error)
             waiting = False
             try:
-                self._write_outcomes(functools.partial(_add_or_flush, recorder, outcome))
+                self._write_outcomes(functools.partial(recorder.add_or_flush, outcome))
                 waiting = any(pending is outcome for pending in recorder.pending)
             except Exception:
                 self._log_unrecorded(job)

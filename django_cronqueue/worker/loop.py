@@ -57,15 +57,6 @@ EXIT_STUCK = 3  # run()'s exit status when handlers stayed past timeout + TIMEOU
 # --- the runjobs worker -----------------------------------------------------------
 
 
-def _add_or_flush(recorder: Recorder, outcome: Call) -> None:
-    """Record ``outcome``; on a second try, just write the batch it already joined (as
-    its last: a failed write puts the batch back in order)."""
-    if recorder.pending and recorder.pending[-1] is outcome:
-        recorder.flush()
-    else:
-        recorder.add(outcome)
-
-
 class Worker(DatabaseRetry):
     """A ``runjobs`` process: slot threads that claim and run, plus housekeeping."""
 
@@ -367,7 +358,7 @@ class Worker(DatabaseRetry):
                     context=held.context,
                 )
             quick = outcome.duration < Recorder.QUICK
-            self._write_outcomes(lambda: _add_or_flush(recorder, outcome))
+            self._write_outcomes(lambda: recorder.add_or_flush(outcome))
             # A quick success waits in the recorder's batch, maybe behind a slow job:
             # its lease stays renewed until the batch is written.
             waiting = bool(recorder.pending) and recorder.pending[-1] is outcome
