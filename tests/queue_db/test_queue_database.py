@@ -5,10 +5,13 @@ and workflows all happen in ``jobs`` while the handlers write the site's rows to
 ``default``."""
 
 import datetime as dt
+import io
+import json
 
 import pytest
 from django.apps import apps
 from django.core.checks import run_checks
+from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -128,6 +131,16 @@ def test_a_plain_enqueue_is_not_rolled_back_with_the_site_data():
         transaction.set_rollback(True)
     assert not Note.objects.exists()
     assert Job.objects.filter(payload__key="order 1").count() == 1
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_cronqueue_status_reads_the_jobs_database():
+    test_jobs.record.enqueue(key="waiting")
+    out = io.StringIO()
+    call_command("cronqueue_status", "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    assert document["counts"]["pending"] == 1
+    assert document["counts_by_name"] == {"testapp.record": {"pending": 1}}
 
 
 # --- cron and workflows ------------------------------------------------------------------

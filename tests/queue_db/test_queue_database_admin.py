@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_cronqueue import jobs
-from django_cronqueue.models import CronSchedule, Job, JobStatus
+from django_cronqueue.models import CronSchedule, Job, JobStatus, Pause
 from tests.db.test_metrics_view import scrape, value
 from tests.testapp import jobs as test_jobs
 
@@ -18,6 +18,7 @@ from .conftest import BOTH
 
 CHANGELIST = reverse("admin:django_cronqueue_job_changelist")
 DASHBOARD = reverse("admin:django_cronqueue_job_dashboard")
+DASHBOARD_RESUME = reverse("admin:django_cronqueue_job_dashboard_resume")
 SCHEDULE_ADD = reverse("admin:django_cronqueue_cronschedule_add")
 METRICS = reverse("metrics")
 REPORT = "testapp.send_report"
@@ -103,6 +104,24 @@ def test_the_dashboard_and_the_metrics_count_the_jobs_database(admin_client):
 
 def jobs_gauge(found, status, name):
     return value(found, "cronqueue_jobs", status=status, name=name, queue="default")
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_a_batch_page_and_the_pauses_work_on_the_jobs_database(admin_client):
+    batch = jobs.group([test_jobs.record.s(key="member")]).enqueue()
+    response = admin_client.get(reverse("admin:django_cronqueue_batch_change", args=[batch.pk]))
+    assert response.status_code == 200
+    assert response.context["original"].pk == batch.pk
+
+    add = reverse("admin:django_cronqueue_pause_add")
+    form = {"queue": "", "name": "testapp.record", "until_0": "", "until_1": "", "reason": ""}
+    assert admin_client.post(add, form).status_code == 302
+    pause = Pause.objects.using("jobs").get()
+    assert pause.name == "testapp.record"
+    assert jobs.tick().claimed == 0  # the pause holds the member back
+    assert admin_client.post(DASHBOARD_RESUME, {"name": "testapp.record"}).status_code == 302
+    assert not Pause.objects.using("jobs").exists()
+    assert jobs.tick().ran == 1
 
 
 # --- READ_DATABASE ---------------------------------------------------------------------
