@@ -14,6 +14,7 @@ class CronQueueConfig(AppConfig):
     def ready(self) -> None:
         from . import (
             checks,  # noqa: F401  (registers the system checks)
+            routing_checks,  # noqa: F401  (registers the checks of the queue's database)
             sqlite_defaults,
         )
         from .backend import autodiscover_task_modules

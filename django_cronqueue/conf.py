@@ -26,6 +26,8 @@ class CronQueueSettings:
     FAILED_RETENTION: float | None = None
     CATCH_UP_WINDOW: float = 3600
     DATABASE: str = "default"
+    # A read-only copy of DATABASE (a replica) for the dashboard and MetricsView; None: DATABASE.
+    READ_DATABASE: str | None = None
     DEFAULT_QUEUE: str = "default"
     SHUTDOWN_TIMEOUT: float = 30
     PREFETCH: int = 10
@@ -83,6 +85,13 @@ def discover_modules() -> tuple[str, ...]:
 
 def database_alias() -> str:
     return get_settings().DATABASE
+
+
+def read_database_alias() -> str:
+    """Where the read-only screens (the admin dashboard, ``MetricsView``) read the queue:
+    ``READ_DATABASE``, or ``DATABASE`` when unset."""
+    settings = get_settings()
+    return settings.READ_DATABASE or settings.DATABASE
 
 
 def max_clock_skew() -> float:

@@ -1,8 +1,8 @@
 """``@jobs.job`` and ``@jobs.cron``: register a function and return its handle.
 
 A handle is the registered ``JobDefinition`` plus the enqueue shortcuts
-(``handle.enqueue(**payload)``, ``handle.using(...).enqueue(...)``); calling it calls
-the function.
+(``handle.enqueue(**payload)``, ``handle.enqueue_on_commit(**payload)``,
+``handle.using(...).enqueue(...)``); calling it calls the function.
 """
 
 from __future__ import annotations
@@ -10,17 +10,20 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, NoReturn, overload
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 
 from .backoff import BackoffFunction
 from .cronspec import DEFAULT_MAX_CATCH_UP, checked_spec
 from .enqueue import enqueue, enqueue_many
 from .models import Job
+from .on_commit import enqueue_on_commit
 from .registry import JobDefinition, LimitBy, OnFailed, default_name, define
-from .workflows import Signature, enqueue_after
+from .workflows import Signature, check_enqueue_after, enqueue_after
 
 
 class JobHandle(JobDefinition):
@@ -34,6 +37,12 @@ class JobHandle(JobDefinition):
     async def aenqueue(self, *args: Any, **kwargs: Any) -> Job:
         """``enqueue`` for async code (run in a thread by ``sync_to_async``)."""
         return await sync_to_async(self.enqueue)(*args, **kwargs)
+
+    def enqueue_on_commit(self, *args: Any, **kwargs: Any) -> None:
+        """``enqueue``, checked now but written when the transaction on the ``default``
+        database commits (at once outside one); a rollback drops it. For another of the
+        site's databases: ``jobs.enqueue_on_commit(handle, payload, using=alias)``."""
+        enqueue_on_commit(self, bind_arguments(self, args, kwargs))
 
     @property
     def delay(self) -> NoReturn:
@@ -88,7 +97,24 @@ class EnqueueOptions:
     async def aenqueue(self, *args: Any, **kwargs: Any) -> Job:
         return await sync_to_async(self.enqueue)(*args, **kwargs)
 
+    def enqueue_on_commit(self, *args: Any, **kwargs: Any) -> None:
+        """``enqueue`` with these options, checked now but written when the transaction on
+        the ``default`` database commits; a rollback drops it."""
+        payload = bind_arguments(self.definition, args, kwargs)
+        if "after" not in self.options:
+            enqueue_on_commit(self.definition, payload, **self.options)
+            return
+        options = self._after_options()
+        checked, upstream = check_enqueue_after(
+            self.definition, payload, self.options["after"], options
+        )
+        transaction.on_commit(partial(enqueue_after, self.definition, checked, upstream, options))
+
     def _enqueue_after(self, payload: dict[str, Any]) -> Job:
+        options = self._after_options()
+        return enqueue_after(self.definition, payload, self.options["after"], options)
+
+    def _after_options(self) -> dict[str, Any]:
         options = {key: value for key, value in self.options.items() if key != "after"}
         refused = sorted(set(options) & {"dedupe_key", "dedupe_for"})
         if refused:
@@ -96,7 +122,7 @@ class EnqueueOptions:
                 f"Job {self.definition.name!r}: using(after=...) takes no "
                 f"{', '.join(refused)}: a job that waits for others is never deduplicated."
             )
-        return enqueue_after(self.definition, payload, self.options["after"], options)
+        return options
 
     def s(self, *args: Any, **kwargs: Any) -> Signature:
         """A signature with these options (run_at, delay, priority, queue)."""

@@ -62,6 +62,40 @@ def enqueue(
     """
     definition = registry.resolve(job)
     now = timezone.now()
+    row, span = checked_row(
+        definition,
+        payload,
+        now=now,
+        run_at=run_at,
+        delay=delay,
+        dedupe_key=dedupe_key,
+        priority=priority,
+        queue=queue,
+        dedupe_for=dedupe_for,
+    )
+    with producer_span(definition.name, row.queue) as producer:
+        row.traceparent = producer.traceparent
+        saved = _save_new(row, database_alias(), now, span)
+        producer.set_message_ids([saved.pk])
+    if saved is row and get_settings().EAGER:  # tests: run it now (django_cronqueue.eager)
+        return run_eagerly(saved)
+    return saved
+
+
+def checked_row(
+    definition: JobDefinition,
+    payload: Mapping[str, Any] | None,
+    *,
+    now: dt.datetime,
+    run_at: dt.datetime | None = None,
+    delay: dt.timedelta | float | None = None,
+    dedupe_key: str | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    dedupe_for: dt.timedelta | None = None,
+) -> tuple[Job, dt.timedelta | None]:
+    """Every check of ``enqueue``, nothing written: the unsaved row and the span of its
+    dedupe key (None when the key holds only while its job is pending or running)."""
     dedupe_key = check_dedupe_key(definition, dedupe_key)
     span = check_dedupe_for(definition, dedupe_key, dedupe_for)
     row = build_job(
@@ -73,13 +107,7 @@ def enqueue(
         priority=priority,
         queue=queue,
     )
-    with producer_span(definition.name, row.queue) as producer:
-        row.traceparent = producer.traceparent
-        saved = _save_new(row, database_alias(), now, span)
-        producer.set_message_ids([saved.pk])
-    if saved is row and get_settings().EAGER:  # tests: run it now (django_cronqueue.eager)
-        return run_eagerly(saved)
-    return saved
+    return row, span
 
 
 def _save_new(row: Job, using: str, now: dt.datetime, span: dt.timedelta | None) -> Job:

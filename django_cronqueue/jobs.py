@@ -1,8 +1,8 @@
 """The public API: ``from django_cronqueue import jobs``.
 
 ``jobs.job``, ``jobs.cron``, ``jobs.CronRun``, ``jobs.enqueue``, ``jobs.aenqueue``,
-``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``, ``jobs.UnknownJob``,
-``jobs.InvalidPayload`` and ``jobs.TickResult``; control of running work:
+``jobs.enqueue_on_commit``, ``jobs.enqueue_many``, ``jobs.tick``, ``jobs.exponential``,
+``jobs.UnknownJob``, ``jobs.InvalidPayload`` and ``jobs.TickResult``; control of running work:
 ``jobs.current``, ``jobs.JobContext``, ``jobs.cancel``, ``jobs.acancel``,
 ``jobs.JobCancelled``, ``jobs.Snooze``, ``jobs.Discard``, ``jobs.pause`` and ``jobs.resume``.
 """
@@ -66,6 +66,7 @@ __all__ = [
     "current",
     "enqueue",
     "enqueue_many",
+    "enqueue_on_commit",
     "exponential",
     "group",
     "job",
@@ -101,6 +102,45 @@ def enqueue(
     return _enqueue(
         job,
         payload,
+        run_at=run_at,
+        delay=delay,
+        dedupe_key=dedupe_key,
+        priority=priority,
+        queue=queue,
+        dedupe_for=dedupe_for,
+    )
+
+
+def enqueue_on_commit(
+    job: str | JobDefinition,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    using: str | None = None,
+    run_at: dt.datetime | None = None,
+    delay: dt.timedelta | float | None = None,
+    dedupe_key: str | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    dedupe_for: dt.timedelta | None = None,
+    **arguments: Any,
+) -> None:
+    """``jobs.enqueue``, checked now but written when the transaction on the site's
+    database ``using`` (``default`` when None) commits; a rollback drops it. For a queue
+    in a database of its own (``CRONQUEUE["DATABASE"]``); see
+    ``django_cronqueue.on_commit``."""
+    from .on_commit import enqueue_on_commit as _enqueue_on_commit
+
+    if arguments:
+        if payload is not None:
+            raise TypeError(
+                f"jobs.enqueue_on_commit({_job_name(job)!r}, ...) got a payload dict and "
+                f"keyword arguments ({', '.join(arguments)}): pass one or the other."
+            )
+        payload = arguments
+    _enqueue_on_commit(
+        job,
+        payload,
+        using=using,
         run_at=run_at,
         delay=delay,
         dedupe_key=dedupe_key,

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 
 from django.apps import apps
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from . import __version__
 from .exceptions import NotMigrated
@@ -23,10 +23,11 @@ def require_tables(alias: str) -> None:
     models = apps.get_app_config("django_cronqueue").get_models()
     missing = sorted(m._meta.db_table for m in models if m._meta.db_table not in existing)
     if missing:
+        option = "" if alias == DEFAULT_DB_ALIAS else f" --database {alias}"
         raise NotMigrated(
             f"The database {describe_database(alias)} has no django-cronqueue tables "
             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): "
-            f"run `python manage.py migrate` first."
+            f"run `python manage.py migrate{option}` first."
         )
 
 

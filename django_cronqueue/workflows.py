@@ -14,6 +14,7 @@ transaction that records that success, and cancels it when one fails for good.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import itertools
@@ -129,6 +130,11 @@ class Chain:
             return _run_eagerly(saved)
         return saved
 
+    def enqueue_on_commit(self, using: str | None = None) -> None:
+        """``enqueue()`` when the transaction on the site's database ``using`` (``default``
+        when None) commits; a rollback drops the chain."""
+        transaction.on_commit(self.enqueue, using=using)
+
 
 class Group:
     """``jobs.group([a.s(), b.s()])``: jobs that run side by side, counted by a ``Batch``;
@@ -180,6 +186,11 @@ class Group:
             _run_eagerly(saved + callbacks)
             batch.refresh_from_db(using=using)
         return batch
+
+    def enqueue_on_commit(self, using: str | None = None) -> None:
+        """``enqueue()`` when the transaction on the site's database ``using`` (``default``
+        when None) commits; a rollback drops the group."""
+        transaction.on_commit(self.enqueue, using=using)
 
     @staticmethod
     def _callback(signature: Signature | None, now: dt.datetime, *, empty: bool) -> Job | None:
@@ -245,6 +256,19 @@ def enqueue_after(
     if get_settings().EAGER and not row.blocked and row.status == JobStatus.PENDING:
         return run_eagerly(row)
     return row
+
+
+def check_enqueue_after(
+    definition: JobDefinition,
+    payload: Mapping[str, Any],
+    after: Sequence[Job | int],
+    options: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[int]]:
+    """The checks of ``enqueue_after`` that read nothing (the upstream jobs are looked
+    up when it writes): a copy of the checked payload, and the upstream ids."""
+    ids = _upstream_ids(definition, after)
+    row = _build(definition, payload, options, timezone.now())
+    return copy.deepcopy(row.payload), ids
 
 
 _ENDED = (JobStatus.FAILED, JobStatus.CANCELLED)

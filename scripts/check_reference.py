@@ -52,6 +52,7 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
         "cron",
         "enqueue",
         "aenqueue",
+        "enqueue_on_commit",
         "enqueue_many",
         "tick",
         "exponential",
@@ -65,10 +66,10 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
     ):
         found[f"jobs.{name}"] = getattr(jobs, name)
     for cls, names in (
-        (JobHandle, ("enqueue", "aenqueue", "using", "s")),
-        (EnqueueOptions, ("enqueue", "aenqueue", "enqueue_many", "s")),
-        (Chain, ("enqueue",)),
-        (Group, ("then", "finally_", "enqueue")),
+        (JobHandle, ("enqueue", "aenqueue", "enqueue_on_commit", "using", "s")),
+        (EnqueueOptions, ("enqueue", "aenqueue", "enqueue_on_commit", "enqueue_many", "s")),
+        (Chain, ("enqueue", "enqueue_on_commit")),
+        (Group, ("then", "finally_", "enqueue", "enqueue_on_commit")),
         (Batch, ("results",)),
         (Job, ("retry", "cancel", "run_now")),
         (JobContext, ("check_cancelled", "set_progress", "upstream_results")),

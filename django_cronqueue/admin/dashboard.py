@@ -55,25 +55,27 @@ class DashboardFacts:
 
 
 def read_facts(now: dt.datetime, *, schedules: bool = True) -> DashboardFacts:
-    """The facts as of ``now``; the schedules only when ``schedules`` (the user may see
-    them), else none are read."""
-    counts, capped = observe.capped_status_counts()
-    live, silent = observe.live_workers(now)
-    overview = observe.schedule_overview(now) if schedules else None
-    return DashboardFacts(
-        now=now,
-        counts=counts,
-        capped=capped,
-        failed_recently=observe.failed_since(now),
-        oldest_pending=observe.oldest_pending(now),
-        live_workers=live,
-        silent_workers=silent,
-        queues=observe.queue_depths(now),
-        schedules=overview.rows if overview else [],
-        schedule_counts=overview.counts if overview else observe.ScheduleCounts(),
-        outcomes=observe.hourly_outcomes(now),
-        pauses=observe.pause_targets(now, observe.distinct_values("queue")),
-    )
+    """The facts as of ``now``, read from ``CRONQUEUE["READ_DATABASE"]`` when set (the page
+    only shows them; its buttons post to views that read the queue's database); the
+    schedules only when ``schedules`` (the user may see them), else none are read."""
+    with observe.from_read_database():
+        counts, capped = observe.capped_status_counts()
+        live, silent = observe.live_workers(now)
+        overview = observe.schedule_overview(now) if schedules else None
+        return DashboardFacts(
+            now=now,
+            counts=counts,
+            capped=capped,
+            failed_recently=observe.failed_since(now),
+            oldest_pending=observe.oldest_pending(now),
+            live_workers=live,
+            silent_workers=silent,
+            queues=observe.queue_depths(now),
+            schedules=overview.rows if overview else [],
+            schedule_counts=overview.counts if overview else observe.ScheduleCounts(),
+            outcomes=observe.hourly_outcomes(now),
+            pauses=observe.pause_targets(now, observe.distinct_values("queue")),
+        )
 
 
 # --- the charts ---------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The queue's gauges in Prometheus form, read from the database at each scrape through
-the read model (``observe.gauges``). Every (name, queue) pair that has rows gets a
-series for every status, zeros included, so a backlog that drains reads 0 rather than
-vanishing; beyond ``MAX_LABEL_VALUES`` queues (or names) the rest are summed under
-``_other``."""
+the read model (``observe.gauges``; from ``CRONQUEUE["READ_DATABASE"]`` when set). Every
+(name, queue) pair that has rows gets a series for every status, zeros included, so a
+backlog that drains reads 0 rather than vanishing; beyond ``MAX_LABEL_VALUES`` queues (or
+names) the rest are summed under ``_other``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..models import JobStatus
+from ..observe.base import from_read_database
 from ..observe.gauges import QueueGauges, queue_gauges
 from .client import MAX_LABEL_VALUES, OTHER, client
 
@@ -83,7 +84,9 @@ class QueueCollector:
         return []  # read only when collected: registering must not query
 
     def collect(self) -> Iterator[Any]:
-        yield from families(queue_gauges(self.now))
+        with from_read_database():  # READ_DATABASE, a replica, when set
+            gauges = queue_gauges(self.now)
+        yield from families(gauges)
 
 
 def families(gauges: QueueGauges) -> Iterator[Any]:

@@ -27,7 +27,6 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from ..conf import database_alias
 from ..models import Job, JobStatus, Worker
 from ..registry import registry
 from .base import (
@@ -41,8 +40,10 @@ from .base import (
     ZERO,
     cron_definitions,
     cron_spec,
+    from_read_database,
     jobs,
     live_window,
+    read_alias,
     schedules,
 )
 from .control import (
@@ -150,6 +151,7 @@ __all__ = [
     "downstream_jobs",
     "estimated_count",
     "failed_since",
+    "from_read_database",
     "held_by_pause",
     "hour_floor",
     "hourly_outcomes",
@@ -166,6 +168,7 @@ __all__ = [
     "pauses_holding",
     "progress_of",
     "queue_depths",
+    "read_alias",
     "running_jobs",
     "schedule_counts",
     "schedule_overview",
@@ -409,7 +412,7 @@ def workers(now: dt.datetime, lease: float | None = None) -> list[WorkerStatus]:
     """Every worker row, the most recently seen first, each saying whether it is live."""
     window = live_window(lease)
     result = []
-    for row in Worker.objects.using(database_alias()).order_by("-last_seen", "id"):
+    for row in Worker.objects.using(read_alias()).order_by("-last_seen", "id"):
         ago = (now - row.last_seen).total_seconds()
         result.append(
             WorkerStatus(

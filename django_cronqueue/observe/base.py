@@ -1,12 +1,16 @@
-"""What every part of the read model shares: its limits and the querysets it reads."""
+"""What every part of the read model shares: its limits, the database it reads and the
+querysets it reads there."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db.models import QuerySet
 
-from ..conf import database_alias, get_settings
+from ..conf import database_alias, get_settings, read_database_alias
 from ..cronspec import CronSpec
 from ..models import CronSchedule, Job
 from ..registry import JobDefinition, registry
@@ -29,12 +33,33 @@ HOURS = 24
 ZERO = dt.timedelta(0)
 
 
+# Set by ``from_read_database()`` around the reads of a read-only screen.
+_read_alias: ContextVar[str | None] = ContextVar("cronqueue_read_alias", default=None)
+
+
+@contextmanager
+def from_read_database() -> Iterator[None]:
+    """Inside, the read model reads ``CRONQUEUE["READ_DATABASE"]`` (a replica, whose
+    facts may lag) instead of the queue's database: for the screens that only show
+    (the admin dashboard, ``MetricsView``), never for one whose reads lead to a change."""
+    token = _read_alias.set(read_database_alias())
+    try:
+        yield
+    finally:
+        _read_alias.reset(token)
+
+
+def read_alias() -> str:
+    """The database the read model reads now (see ``from_read_database``)."""
+    return _read_alias.get() or database_alias()
+
+
 def jobs() -> QuerySet[Job]:
-    return Job.objects.using(database_alias())
+    return Job.objects.using(read_alias())
 
 
 def schedules() -> QuerySet[CronSchedule]:
-    return CronSchedule.objects.using(database_alias())
+    return CronSchedule.objects.using(read_alias())
 
 
 def cron_definitions() -> dict[str, JobDefinition]:

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
-from ..conf import database_alias
 from ..models import JobStatus, Pause
 from ..registry import registry
-from .base import jobs
+from .base import jobs, read_alias
 
 __all__ = [
     "RUNNING_SHOWN",
@@ -182,7 +181,7 @@ class PauseState:
 
 
 def _pause_rows() -> QuerySet[Pause]:
-    return Pause.objects.using(database_alias())
+    return Pause.objects.using(read_alias())
 
 
 def in_force(now: dt.datetime) -> Q:

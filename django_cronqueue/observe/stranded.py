@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Min
 
-from ..conf import database_alias
 from ..models import Job, JobStatus, Worker
-from .base import jobs, live_window
+from .base import jobs, live_window, read_alias
 
 #: At most this many stranded names are read (the longest waiting first).
 STRANDED_SHOWN = 50
@@ -37,7 +36,7 @@ def defined_names(now: dt.datetime, lease: float | None = None) -> set[str] | No
     recorded its names."""
     since = now - dt.timedelta(seconds=live_window(lease))
     rows = (
-        Worker.objects.using(database_alias())
+        Worker.objects.using(read_alias())
         .filter(last_seen__gte=since)
         .values_list("job_names", flat=True)
     )

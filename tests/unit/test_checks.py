@@ -11,6 +11,7 @@ from django.test import override_settings
 from django_cronqueue import checks
 from django_cronqueue.checks import check_database_charset, check_database_version, check_settings
 from django_cronqueue.conf import DEFAULTS, KNOWN_KEYS, get_settings, max_clock_skew
+from django_cronqueue.routing_checks import check_read_database, check_routing
 
 
 def ids(messages):
@@ -34,6 +35,7 @@ VALID = {
     "FAILED_RETENTION": 0,
     "CATCH_UP_WINDOW": 3600,
     "DATABASE": "default",
+    "READ_DATABASE": "default",
     "DEFAULT_QUEUE": "emails",
     "SHUTDOWN_TIMEOUT": 0,
     "PREFETCH": 100,
@@ -145,6 +147,31 @@ def test_e010_database_is_not_an_alias(value):
     assert "CRONQUEUE['DATABASE']" in message.msg
     assert repr(value) in message.msg
     assert "default" in message.hint  # lists the aliases there are
+
+
+# --- E042 ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["replica", "", 0, ["default"]])
+def test_e042_read_database_is_not_an_alias(value):
+    with override_settings(CRONQUEUE={"READ_DATABASE": value}):
+        message = only(check_read_database(), "E042")
+    assert message.level == ERROR
+    assert f"CRONQUEUE['READ_DATABASE'] is {value!r}" in message.msg
+    assert "default" in message.hint  # lists the aliases there are
+
+
+@pytest.mark.parametrize("value", [None, "default"])
+def test_read_database_may_be_unset_or_an_alias(value):
+    with override_settings(CRONQUEUE={"READ_DATABASE": value}):
+        assert check_read_database() == []
+
+
+def test_the_routing_checks_leave_the_default_database_alone():
+    """With the queue in ``default`` (or an alias E010 reports), no router is needed."""
+    for value in ("default", "missing", None):
+        with override_settings(CRONQUEUE={"DATABASE": value}, DATABASE_ROUTERS=[]):
+            assert check_routing() == []
 
 
 # --- W001 ---------------------------------------------------------------------------
