@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FINISHED_ROWS = 50_000
 PENDING_ROWS = 200
 CLAIM_INDEX = "cronqueue_job_claim"
-LEASE_INDEX = "cronqueue_job_lease"
+RUNNING_INDEX = "cronqueue_job_running"
 
 
 @pytest.fixture
@@ -129,11 +129,11 @@ def index_definition(name: str) -> str:
     return definition
 
 
-def test_the_claim_and_lease_indexes_hold_only_the_rows_they_are_read_for(history):
+def test_the_claim_and_running_indexes_hold_only_the_rows_they_are_read_for(history):
     """Partial: a claim or a completion (neither can be a HOT update) adds no entry to an
     index that does not cover the row's new status."""
     assert index_definition(CLAIM_INDEX).endswith("WHERE ((status)::text = 'pending'::text)")
-    assert index_definition(LEASE_INDEX).endswith("WHERE ((status)::text = 'running'::text)")
+    assert index_definition(RUNNING_INDEX).endswith("WHERE ((status)::text = 'running'::text)")
     assert index_definition("cronqueue_job_flow").endswith(
         "WHERE ((status)::text = 'running'::text)"
     )
@@ -176,5 +176,5 @@ def test_the_expired_leases_query_walks_an_index_of_running_rows(history):
     sql, params = queryset.query.sql_with_params()
     plan = explain((sql, list(params)))
     # With no running row, either index of running rows only is as good: both are empty.
-    assert index_names(plan) & {LEASE_INDEX, "cronqueue_job_flow"}
+    assert index_names(plan) & {RUNNING_INDEX, "cronqueue_job_flow"}
     assert all(node_type != "Seq Scan" for node_type, _ in scans_of_job_table(plan))
