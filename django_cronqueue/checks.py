@@ -67,6 +67,16 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         lambda v: v is None or (_is_number(v) and v > 0),
         "a number of seconds > 0, or None for a third of LEASE",
     ),
+    "WARN_TRANSACTION_AGE": (
+        "E045",
+        lambda v: v is None or (_is_number(v) and v > 0),
+        "a number of seconds > 0, or None to never warn",
+    ),
+    "WARN_DEAD_TUPLES": (
+        "E046",
+        lambda v: v is None or (_is_int(v) and v >= 1),
+        "an integer >= 1, or None to never warn",
+    ),
 }
 
 MINIMUM_VERSIONS = {"sqlite": (3, 35), "postgresql": (13,), "mysql": (8, 0), "mariadb": (10, 6)}
@@ -279,5 +289,30 @@ def check_runjobs_not_shadowed(app_configs: Any = None, **kwargs: Any) -> list[C
             "command, not the cronqueue worker.",
             hint=f'List "django_cronqueue" above {owner!r} in INSTALLED_APPS.',
             id=CHECK_ID.format("W005"),
+        )
+    ]
+
+
+STORAGE_WARNING_KEYS = ("WARN_TRANSACTION_AGE", "WARN_DEAD_TUPLES")
+
+
+@register(Tags.compatibility)
+def check_storage_warnings_apply(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The dead-row and open-transaction warnings read PostgreSQL's statistics: set on
+    another database, they never fire."""
+    raw = user_settings()
+    alias = raw.get("DATABASE", "default")
+    given = [key for key in STORAGE_WARNING_KEYS if raw.get(key) is not None]
+    if not given or not isinstance(alias, str) or alias not in connections:
+        return []
+    vendor = connections[alias].vendor
+    if vendor == "postgresql":
+        return []
+    return [
+        Warning(
+            f"CRONQUEUE[{given[0]!r}] is set, but the queue's database is {vendor}: the "
+            "dead-row and open-transaction warnings are PostgreSQL's only and never fire.",
+            hint=f"Remove {' and '.join(repr(key) for key in given)} from CRONQUEUE.",
+            id=CHECK_ID.format("W045"),
         )
     ]

@@ -43,6 +43,10 @@ class CronQueueSettings:
     MAX_MEMORY_PER_CHILD: int | None = None  # process pool: MB of resident set after a job
     EAGER: bool = False  # tests: enqueue runs the handler at once (django_cronqueue.eager)
     DISCOVER: tuple[str, ...] = ("jobs",)  # modules imported from every installed app
+    # PostgreSQL: the worker warns when a transaction on the queue's database has been
+    # open this many seconds, or the job table holds this many dead rows (None: never).
+    WARN_TRANSACTION_AGE: float | None = 300
+    WARN_DEAD_TUPLES: int | None = 1_000_000
 
 
 DEFAULTS = CronQueueSettings()

@@ -6,7 +6,8 @@ job counts per status and name, the oldest due pending job, the cron schedules w
 next run and whether they are overdue (every code schedule; of the dynamic ones the
 overdue, the paused and the next to run, a bounded number, unless ``every_schedule``; and
 the counts of all of them), the workers with their heartbeats, the running jobs
-with their progress and cancel requests, and the pauses of queues and job names.
+with their progress and cancel requests, and the pauses of queues and job names; on
+PostgreSQL, the job table's dead rows and the oldest transaction open on its database.
 ``problems(report, ...)`` turns it into the reasons a health probe should fail; jobs
 that a pause holds back wait on purpose, so they do not count as waiting too long.
 """
@@ -33,6 +34,7 @@ from .observe import (
     StrandedName,
     WorkerStatus,
 )
+from .observe.storage import StorageHealth, storage_health
 
 DEFAULT_MAX_PENDING_AGE = 300.0
 
@@ -75,6 +77,8 @@ class StatusReport:
     schedules_not_listed: int = 0  # dynamic ones, neither overdue nor paused, not listed
     # names of due pending jobs that no live worker defines, the longest waiting first
     stranded: list[StrandedName] = field(default_factory=list)
+    # PostgreSQL only (None elsewhere): the job table's dead rows, the oldest transaction
+    storage: StorageHealth | None = None
 
     @property
     def pauses_in_force(self) -> list[PauseState]:
@@ -132,6 +136,7 @@ def collect(
         overdue_count=statuses.overdue,
         schedules_not_listed=statuses.not_listed,
         stranded=observe.stranded_names(now, lease),
+        storage=storage_health(),
     )
 
 

@@ -133,6 +133,7 @@ def families(gauges: QueueGauges) -> Iterator[Any]:
         "cronqueue_workers_live", "Workers seen within three leases.", value=gauges.live_workers
     )
     yield from pause_families(gauges, bounded, paused)
+    yield from storage_families(gauges)
 
 
 def pause_families(gauges: QueueGauges, bounded: Bounded, paused: dict[str, int]) -> Iterator[Any]:
@@ -163,3 +164,21 @@ def render(now: dt.datetime, accept: str = "") -> tuple[bytes, str]:
     content type."""
     encoder, content_type = client().exposition.choose_encoder(accept)
     return encoder(queue_registry(now)), content_type
+
+
+def storage_families(gauges: QueueGauges) -> Iterator[Any]:
+    """PostgreSQL only: absent on the other databases."""
+    if gauges.storage is None:
+        return
+    gauge = client().core.GaugeMetricFamily
+    yield gauge(
+        "cronqueue_oldest_transaction_age_seconds",
+        "How long the oldest transaction open on the queue's database has been open "
+        "(0: none); dead rows older than it cannot be vacuumed.",
+        value=gauges.storage.oldest_transaction_age,
+    )
+    yield gauge(
+        "cronqueue_job_dead_tuples",
+        "Dead row versions in the job table, by PostgreSQL's statistics (n_dead_tup).",
+        value=gauges.storage.dead_tuples,
+    )

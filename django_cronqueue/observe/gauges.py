@@ -1,6 +1,7 @@
 """The queue's state as gauges (what ``django_cronqueue.metrics.MetricsView`` exposes):
 jobs per status, name and queue, the age of the oldest due pending job per queue, how
-late the cron schedules are, the live workers and the pauses in force.
+late the cron schedules are, the live workers and the pauses in force; on PostgreSQL, the
+job table's dead rows and the age of the oldest open transaction (``observe.storage``).
 
 A fixed number of queries whatever the size of the table (``bench/admin_scale.py``
 times them on 1,000,000 rows): the rows per status, name and queue are counted by one
@@ -19,6 +20,7 @@ from ..models import CronScheduleSource, JobStatus, Worker
 from .base import DEFAULT_SCHEDULE_GRACE, jobs, live_window
 from .control import pauses
 from .cron_schedules import ScheduleStatus, code_schedule_statuses, dynamic_lag
+from .storage import StorageHealth, storage_health
 
 __all__ = ["QueueGauges", "job_counts", "oldest_due_age", "queue_gauges"]
 
@@ -41,6 +43,8 @@ class QueueGauges:
     live_workers: int = 0
     paused_queues: list[str] = field(default_factory=list)
     paused_names: list[str] = field(default_factory=list)
+    #: PostgreSQL only (None elsewhere): dead rows of the job table, oldest transaction
+    storage: StorageHealth | None = None
 
 
 def queue_gauges(now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE) -> QueueGauges:
@@ -50,6 +54,7 @@ def queue_gauges(now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE) -> Que
         jobs=job_counts(),
         oldest_due_age=oldest_due_age(now),
         live_workers=live_worker_count(now),
+        storage=storage_health(),
     )
     _read_schedule_lag(gauges, now, grace)
     in_force = [pause for pause in pauses(now) if pause.in_force]

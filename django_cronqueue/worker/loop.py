@@ -43,6 +43,7 @@ from ..leases import lease_holds, renew_held_leases
 from ..models import Worker as WorkerRow
 from ..notify import SelectableEvent, listen
 from ..registry import registry
+from ..storage_watch import StorageWatch
 from ..stranded_watch import StrandedWatch
 from ..ticks import Housekeeping
 from .database import DatabaseRetry
@@ -107,6 +108,7 @@ class Worker(DatabaseRetry):
         self.unfinished: list[str] = []  # slots still in a handler when run() returned
         self.housekeeping = Housekeeping()  # a fresh one: the first tick syncs every schedule
         self.stranded = StrandedWatch(settings.LEASE)
+        self.storage = StorageWatch(settings.LEASE)
 
     # lifecycle ------------------------------------------------------------------
 
@@ -156,6 +158,7 @@ class Worker(DatabaseRetry):
         if self.clock.trusted:  # a clock too far off the database's decides nothing
             self.housekeeping.run(self.clock.now(), materialize=self.scheduler)
             self.stranded.check(self.clock.now())
+            self.storage.check()
 
     def _working_slots(self) -> list[threading.Thread]:
         with self._held_lock:

@@ -49,6 +49,8 @@ VALID = {
     "TIMEOUT_GRACE": 0,
     "MAX_JOBS_PER_CHILD": 1,
     "MAX_MEMORY_PER_CHILD": None,
+    "WARN_TRANSACTION_AGE": 0.5,
+    "WARN_DEAD_TUPLES": None,
 }
 
 
@@ -105,6 +107,8 @@ BAD_VALUES = [
     ("EAGER", "E019", [1, "yes", None]),
     ("MAX_CLOCK_SKEW", "E021", [0, -1, "10", True, math.nan, math.inf]),
     ("DISCOVER", "E022", ["tasks", ["jobs", ""], ["my-tasks"], [None], ("jobs.",), None]),
+    ("WARN_TRANSACTION_AGE", "E045", [0, -1, "300", True, math.nan, math.inf]),
+    ("WARN_DEAD_TUPLES", "E046", [0, -1, 1e6, "1000000", True]),
 ]
 
 
@@ -397,3 +401,26 @@ def test_discover_falls_back_to_jobs_when_invalid():
         assert discover_modules() == ("jobs", "tasks")
     with override_settings(CRONQUEUE={"DISCOVER": "tasks"}):  # E022: a string, not a list
         assert discover_modules() == ("jobs",)
+
+
+# --- W045: storage warnings set on a database that is not PostgreSQL -----------------------
+
+
+@pytest.mark.parametrize("vendor", ["sqlite", "mysql"])
+def test_w045_storage_warnings_set_on_another_database_never_fire(monkeypatch, vendor):
+    fake_connections(monkeypatch, vendor=vendor)
+    with override_settings(CRONQUEUE={"WARN_DEAD_TUPLES": 5000}):
+        message = only(checks.check_storage_warnings_apply(), "W045")
+    assert message.level == WARNING
+    assert "WARN_DEAD_TUPLES" in message.msg
+    assert vendor in message.msg
+
+
+def test_no_w045_on_postgresql_or_with_the_keys_unset_or_off(monkeypatch):
+    fake = fake_connections(monkeypatch, vendor="postgresql")
+    with override_settings(CRONQUEUE={"WARN_TRANSACTION_AGE": 60}):
+        assert checks.check_storage_warnings_apply() == []
+    fake.vendor = "sqlite"
+    assert checks.check_storage_warnings_apply() == []  # the defaults: nothing was asked
+    with override_settings(CRONQUEUE={"WARN_TRANSACTION_AGE": None, "WARN_DEAD_TUPLES": None}):
+        assert checks.check_storage_warnings_apply() == []

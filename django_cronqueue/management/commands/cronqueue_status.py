@@ -132,6 +132,7 @@ class Command(BaseCommand):
         self._print_running(report)
         self._print_pauses(report)
         self._print_schedules(report)
+        self._print_storage(report)
         alive = report.live_workers
         write(f"Workers: {len(alive)} alive, {len(report.workers) - len(alive)} not seen lately")
         for worker in report.workers:
@@ -144,6 +145,23 @@ class Command(BaseCommand):
             )
         if checked and not report.problems:
             write("OK")
+
+    def _print_storage(self, report: StatusReport) -> None:
+        """PostgreSQL only: the job table's dead rows and the oldest open transaction."""
+        storage = report.storage
+        if storage is None:
+            return
+        write = self.stdout.write
+        write(f"Dead job rows: {storage.dead_tuples}")
+        oldest = storage.oldest_transaction
+        if oldest is None:
+            write("Oldest open transaction on the database: none")
+        else:
+            write(
+                f"Oldest open transaction on the database: {oldest.age_seconds:.0f}s "
+                f"(pid {oldest.pid}, {one_line(oldest.state)}, "
+                f"application {one_line(oldest.application_name)!r})"
+            )
 
     def _print_schedules(self, report: StatusReport) -> None:
         """Every schedule listed, then how many dynamic ones were not."""
