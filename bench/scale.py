@@ -18,6 +18,15 @@ Three measurements, each the median of ``--runs`` runs:
   them due at the same instant: the time of one ``Scheduler.materialize`` and a check of
   exactly one row per schedule (target: <= 2 s).
 
+- **churn** and **held-transaction** (only when named in ``--only``; ``bench/churn.py``):
+  sustained enqueue and drain for ``--minutes``, sampling the job table's dead rows, size,
+  claim latency and how many lease renewals were HOT updates every 30 s; the second one
+  holds a transaction open for ``--hold-minutes`` meanwhile. In their own database,
+  ``bench_churn``:
+
+    .venv/bin/python bench/scale.py --only churn --minutes 5
+    .venv/bin/python bench/scale.py --only held-transaction --minutes 5 --hold-minutes 2
+
 Run it from the repository root with the project's virtualenv (``scripts/test postgres``
 makes one and starts PostgreSQL); it (re)creates the database ``bench_scale``:
 
@@ -42,6 +51,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import churn
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 DATABASE = "bench_scale"
@@ -59,6 +70,8 @@ CLAIM_TARGET_MS = 100.0
 DYNAMIC_TICK_TARGET_MS = 20.0
 MATERIALIZE_TARGET_S = 2.0
 MEASUREMENTS = ("history", "pruning", "schedules", "dynamic")
+CHURN_MODES = ("churn", "held-transaction")  # run only when named
+CHURN_DATABASE = "bench_churn"
 
 
 def main() -> int:
@@ -75,12 +88,24 @@ def main() -> int:
         "--only", default=",".join(MEASUREMENTS), help=f"a subset of {','.join(MEASUREMENTS)}"
     )
     parser.add_argument("--prune-child", action="store_true", help=argparse.SUPPRESS)
+    churn.add_arguments(parser)
     options = parser.parse_args()
 
     os.environ.update(ENV)
     sys.path[:0] = [str(BENCH), str(ROOT)]
     if options.prune_child:
         return prune_child()
+    if options.producer_child:
+        os.environ["BENCH_DB_NAME"] = CHURN_DATABASE
+        return churn.producer_child(options.producer_child)
+    chosen = options.only.split(",")
+    if unknown := set(chosen) - set(MEASUREMENTS) - set(CHURN_MODES):
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
+    if set(chosen) & set(CHURN_MODES):
+        os.environ["BENCH_DB_NAME"] = CHURN_DATABASE
+        if set(chosen) - set(CHURN_MODES):
+            parser.error("--only: churn and held-transaction run on their own")
+        return measure_churn(chosen, options)
 
     from benchlib import db
 
@@ -92,9 +117,6 @@ def main() -> int:
 
     call_command("migrate", verbosity=0)
     results: dict[str, Any] = {"started": dt.datetime.now(dt.timezone.utc).isoformat()}
-    chosen = options.only.split(",")
-    if unknown := set(chosen) - set(MEASUREMENTS):
-        parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
     if "history" in chosen:
         results["history"] = measure_history(options)
     if "pruning" in chosen:
@@ -111,15 +133,47 @@ def main() -> int:
     return 0 if all(verdicts) else 1
 
 
+# --- churn ------------------------------------------------------------------------
+
+
+def measure_churn(modes: list[str], options: argparse.Namespace) -> int:
+    """Each mode on a freshly migrated ``bench_churn`` database."""
+    import django
+    from benchlib import db
+
+    results: dict[str, Any] = {"started": dt.datetime.now(dt.timezone.utc).isoformat()}
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    verdicts: list[bool] = []
+    for mode in modes:
+        connections.close_all()
+        db.recreate("postgres", CHURN_DATABASE)
+        call_command("migrate", verbosity=0)
+        print(f"{mode}: {options.minutes:g} minutes, {options.workers} x runjobs", flush=True)
+        results[mode] = churn.run(mode, options, churn_sql, ROOT, CHURN_DATABASE)
+        verdicts += results[mode]["verdicts"]
+    out = BENCH / "results" / f"churn-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str))
+    print(f"\nwritten to {out.relative_to(ROOT)}")
+    return 0 if all(verdicts) else 1
+
+
+def churn_sql(statement: str, params: tuple = ()) -> list[tuple]:
+    return sql(statement, params, database=CHURN_DATABASE)
+
+
 # --- the database ---------------------------------------------------------------------
 
 
-def sql(statement: str, params: tuple = ()) -> list[tuple]:
+def sql(statement: str, params: tuple = (), database: str = DATABASE) -> list[tuple]:
     """Run one statement on its own autocommit connection (VACUUM needs one)."""
     import psycopg
     from benchlib.db import PG
 
-    with psycopg.connect(dbname=DATABASE, autocommit=True, **PG) as connection:
+    with psycopg.connect(dbname=database, autocommit=True, **PG) as connection:
         cursor = connection.execute(statement, params)
         return cursor.fetchall() if cursor.description else []
 
