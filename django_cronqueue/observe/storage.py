@@ -60,7 +60,10 @@ class StorageHealth:
 
 
 def storage_health() -> StorageHealth | None:
-    """The job table's dead rows and the oldest open transaction; None but on PostgreSQL."""
+    """The job table's dead rows and the oldest open transaction; None but on PostgreSQL.
+
+    Always read on ``DATABASE``, even inside ``from_read_database()``: a replica keeps no
+    dead-row counts of its own, and its sessions do not hold back the primary's vacuum."""
     connection = connections[database_alias()]
     if connection.vendor != "postgresql":
         return None
