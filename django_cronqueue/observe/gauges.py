@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Min
 
+from ..conf import database_alias
 from ..models import CronScheduleSource, JobStatus, Worker
-from .base import DEFAULT_SCHEDULE_GRACE, jobs, live_window
+from .base import DEFAULT_SCHEDULE_GRACE, jobs, live_window, read_alias
 from .control import pauses
 from .cron_schedules import ScheduleStatus, code_schedule_statuses, dynamic_lag
 from .storage import StorageHealth, storage_health
@@ -54,13 +55,19 @@ def queue_gauges(now: dt.datetime, grace: float = DEFAULT_SCHEDULE_GRACE) -> Que
         jobs=job_counts(),
         oldest_due_age=oldest_due_age(now),
         live_workers=live_worker_count(now),
-        storage=storage_health(),
+        storage=primary_storage_health(),
     )
     _read_schedule_lag(gauges, now, grace)
     in_force = [pause for pause in pauses(now) if pause.in_force]
     gauges.paused_queues = sorted(pause.queue for pause in in_force if pause.queue)
     gauges.paused_names = sorted(pause.name for pause in in_force if not pause.queue)
     return gauges
+
+
+def primary_storage_health() -> StorageHealth | None:
+    """``observe.storage`` of the queue's database; None while reading a replica
+    (``READ_DATABASE``): it keeps neither figure, and a scrape then leaves the primary alone."""
+    return storage_health() if read_alias() == database_alias() else None
 
 
 def job_counts() -> dict[tuple[str, str, str], int]:

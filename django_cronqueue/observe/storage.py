@@ -62,8 +62,8 @@ class StorageHealth:
 def storage_health() -> StorageHealth | None:
     """The job table's dead rows and the oldest open transaction; None but on PostgreSQL.
 
-    Always read on ``DATABASE``, even inside ``from_read_database()``: a replica keeps no
-    dead-row counts of its own, and its sessions do not hold back the primary's vacuum."""
+    Read on ``DATABASE``: a replica keeps no dead-row counts of its own, and its sessions
+    do not hold back the primary's vacuum (``observe.gauges`` leaves it out on one)."""
     connection = connections[database_alias()]
     if connection.vendor != "postgresql":
         return None
