@@ -1,15 +1,18 @@
 """Housekeeping that a tick does besides running jobs: returning expired leases (the
 transition itself is ``lifecycle.lose_lease``), pruning finished rows past their
-retention, the batches none of whose jobs are left, and the flow-control log past its
-windows, and forgetting workers that died without unregistering."""
+retention (and out of the counts of finished rows, ``history``), the batches none of
+whose jobs are left, and the flow-control log past its windows, and forgetting workers
+that died without unregistering."""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
 
+from django.db import transaction
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
+from . import history
 from .conf import database_alias, get_settings, max_clock_skew
 from .lifecycle import lose_lease
 from .models import Batch, FlowLock, Job, JobStart, JobStatus, Worker
@@ -55,16 +58,18 @@ def recover_expired_leases(now: dt.datetime) -> int:
 
 
 class PruneClock:
-    """Decides when pruning is due: at most once per ``PRUNE_EVERY`` of tick time (a
-    ``now`` before the last prune, as tests inject, starts over)."""
+    """Decides when pruning (or another periodic chore, ``every``) is due: at most once
+    per ``every`` of tick time (a ``now`` before the last time, as tests inject, starts
+    over)."""
 
-    def __init__(self) -> None:
+    def __init__(self, every: dt.timedelta = PRUNE_EVERY) -> None:
+        self._every = every
         self._last: dt.datetime | None = None
         self._lock = threading.Lock()
 
     def due(self, now: dt.datetime) -> bool:
         with self._lock:
-            if self._last is None or now < self._last or now - self._last >= PRUNE_EVERY:
+            if self._last is None or now < self._last or now - self._last >= self._every:
                 self._last = now
                 return True
             return False
@@ -140,17 +145,22 @@ def prune_dead_workers(now: dt.datetime) -> int:
 
 
 def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int) -> int:
+    """Each batch in a transaction of its own that also takes its rows out of the counts
+    of finished rows (``history``)."""
     deleted = 0
     while True:
-        ids = list(
-            _jobs()
-            .filter(status__in=statuses, finished_at__lt=cutoff)
-            .order_by("finished_at")
-            .values_list("id", flat=True)[:batch_size]
-        )
-        if not ids:
-            return deleted
-        count, _ = _jobs().filter(id__in=ids, status__in=statuses).delete()
-        deleted += count
-        if len(ids) < batch_size:
+        with transaction.atomic(using=database_alias()):
+            counted_until = history.lock_mark()
+            rows = list(
+                _jobs()
+                .filter(status__in=statuses, finished_at__lt=cutoff)
+                .order_by("finished_at")
+                .select_for_update()
+                .values_list("id", *history.ROW_FIELDS)[:batch_size]
+            )
+            if rows:
+                count, _ = _jobs().filter(id__in=[row[0] for row in rows]).delete()
+                deleted += count
+                history.uncount([row[1:] for row in rows], counted_until)
+        if len(rows) < batch_size:
             return deleted

@@ -14,10 +14,10 @@ from typing import Any, Protocol, cast
 
 from django.apps import apps
 from django.db import models
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from .cronspec import DEFAULT_MAX_CATCH_UP
+from .fields import ExactCharField
 from .flowspec import MAX_LIMIT_KEY_LENGTH
 from .registry import JobDefinition
 from .validation import (
@@ -36,6 +36,8 @@ __all__ = [
     "CronSchedule",
     "CronScheduleSource",
     "ExactCharField",
+    "FinishedCount",
+    "FinishedCountMark",
     "FlowLock",
     "Job",
     "JobDependency",
@@ -57,23 +59,6 @@ class JobStatus(models.TextChoices):
 
 
 FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
-
-
-class ExactCharField(models.CharField):  # type: ignore[type-arg]
-    """A CharField compared byte for byte on every vendor.
-
-    MySQL's and MariaDB's default collations ignore case (and, on MariaDB, trailing
-    spaces), so limit keys "Acme" and "acme" would share one limit there, and a pause of
-    queue "Emails" would hold back "emails"; this column gets the binary NO PAD collation
-    that migration 0002 gave the job names. Other
-    vendors compare text exactly already and get no collation clause."""
-
-    def db_parameters(self, connection: BaseDatabaseWrapper) -> dict[str, Any]:
-        parameters = super().db_parameters(connection)
-        if connection.vendor == "mysql" and not parameters.get("collation"):
-            mariadb = getattr(connection, "mysql_is_mariadb", False)
-            parameters["collation"] = "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin"
-        return parameters
 
 
 class Job(models.Model):
@@ -327,6 +312,43 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class FinishedCount(models.Model):
+    """Finished rows per (status, name, queue) up to ``FinishedCountMark.counted_until``:
+    kept by housekeeping (``django_cronqueue.history``), read by ``observe.counts``."""
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices)
+    name = ExactCharField(max_length=MAX_NAME_LENGTH)
+    queue = ExactCharField(max_length=MAX_QUEUE_LENGTH)
+    rows = models.BigIntegerField(default=0)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status", "name", "queue"], name="cronqueue_finishedcount_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rows} {self.status} {self.name} ({self.queue})"
+
+
+class FinishedCountMark(models.Model):
+    """One row (``ONLY``): the rows finished up to ``counted_until`` are in FinishedCount
+    (none when null). Locked by whatever changes those counts, one at a time."""
+
+    ONLY = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=ONLY)
+    counted_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "django_cronqueue"
+
+    def __str__(self) -> str:
+        return f"finished rows counted until {self.counted_until}"
 
 
 class NameLock(models.Model):

@@ -1,10 +1,11 @@
-"""One tick: materialize due cron occurrences, return expired leases, prune (hourly),
-then claim due jobs and run them.
+"""One tick: materialize due cron occurrences, return expired leases, count the rows
+finished since the last count (every minute), prune (hourly), then claim due jobs and
+run them.
 
 ``tick()`` runs one in this process with handlers inline (``jobs.tick()``); the worker
 (``django_cronqueue.worker``) does the housekeeping part on its own thread and the
 claiming part in its slots. ``Housekeeping`` keeps what one process remembers between
-ticks: which schedules it synced, and when it last pruned.
+ticks: which schedules it synced, and when it last counted and pruned.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
-from . import lifecycle
+from . import history, lifecycle
 from .claiming import ClaimedJob, claim_due
 from .execution import run_claimed
 from .maintenance import PruneClock, prune, recover_expired_leases
@@ -36,12 +37,16 @@ class Housekeeping:
     def __init__(self) -> None:
         self.scheduler = Scheduler()
         self.prune_clock = PruneClock()
+        self.count_clock = PruneClock(history.COUNT_EVERY)
 
     def run(self, now: dt.datetime, *, materialize: bool = True) -> None:
-        """Cron (unless ``materialize`` is False), expired leases, pruning (hourly)."""
+        """Cron (unless ``materialize`` is False), expired leases, the counts of finished
+        rows (every minute), pruning (hourly)."""
         if materialize:
             self.scheduler.materialize(now)
         recover_expired_leases(now)
+        if self.count_clock.due(now):
+            history.count_finished(now)
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
             deleted = prune(now)

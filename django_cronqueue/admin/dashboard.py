@@ -41,8 +41,7 @@ class DashboardFacts:
     """What the dashboard shows, as of ``now``."""
 
     now: dt.datetime
-    counts: dict[str, int]
-    capped: set[str]  # statuses with more rows than observe.COUNT_CAP
+    counts: dict[str, int]  # exact, without counting the history (observe.counts)
     failed_recently: int
     oldest_pending: observe.OldestPending | None
     live_workers: list[observe.LiveWorker]
@@ -59,13 +58,12 @@ def read_facts(now: dt.datetime, *, schedules: bool = True) -> DashboardFacts:
     only shows them; its buttons post to views that read the queue's database); the
     schedules only when ``schedules`` (the user may see them), else none are read."""
     with observe.from_read_database():
-        counts, capped = observe.capped_status_counts()
+        counts = observe.status_totals(observe.job_counts())
         live, silent = observe.live_workers(now)
         overview = observe.schedule_overview(now) if schedules else None
         return DashboardFacts(
             now=now,
             counts=counts,
-            capped=capped,
             failed_recently=observe.failed_since(now),
             oldest_pending=observe.oldest_pending(now),
             live_workers=live,
@@ -255,7 +253,7 @@ def dashboard_view(model_admin: ReadOnlyAdmin[Job], request: HttpRequest) -> Htt
             {
                 "status": status,
                 "label": label,
-                "count": count_text(facts.counts[status], status in facts.capped),
+                "count": count_text(facts.counts[status]),
                 "url": f"{changelist}?status={status}",
             }
             for status, label in JobStatus.choices

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from .. import history
 from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS, clean_text
 from ..models import FINISHED_STATUSES, Job, JobStatus
@@ -131,15 +132,21 @@ def _retry_changes(now: dt.datetime) -> dict[str, Any]:
 
 def retry_rows(ids: list[int], now: dt.datetime) -> int:
     """The UPDATE of a retry, for the rows ``ids`` that are failed or cancelled: their
-    dedupe key becomes active again. Raises IntegrityError (its savepoint rolled back)
+    dedupe key becomes active again, and they (and the workflow jobs they reopen) leave
+    the counts of finished rows. Raises IntegrityError (its savepoint rolled back)
     when another pending or running job of the same name holds one of those keys."""
     if not ids:
         return 0
     retryable = job_rows().filter(id__in=ids, status__in=RETRYABLE)
     with transaction.atomic(using=database_alias()):
-        retried = list(retryable.select_for_update().values_list("pk", flat=True))
-        updated = retryable.update(**_retry_changes(now), active_dedupe_key=F("dedupe_key"))
-        workflow.reopen(retried, now)
+        counted_until = history.lock_mark()
+        rows = list(retryable.select_for_update().values_list("pk", *history.ROW_FIELDS))
+        retried = [row[0] for row in rows]
+        updated = retryable.filter(pk__in=retried).update(
+            **_retry_changes(now), active_dedupe_key=F("dedupe_key")
+        )
+        reopened = workflow.reopen(retried, now)
+        history.uncount([row[1:] for row in rows] + reopened, counted_until)
     return updated
 
 

@@ -18,14 +18,16 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import connections
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Greatest
 
 from ..claiming import ClaimedJob
 from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS, clean_text
+from ..history import ROW_FIELDS
 from ..models import Batch, Job, JobDependency, JobStatus
 from ..notify import wake_workers
 from .common import apply_changes, job_rows
@@ -223,21 +225,23 @@ def _batch_failed_text(batch_id: int, failed: int, size: int, last_member: int) 
     )
 
 
-def reopen(job_ids: Sequence[int], now: dt.datetime) -> None:
+def reopen(job_ids: Sequence[int], now: dt.datetime) -> list[tuple[Any, ...]]:
     """The jobs ``job_ids`` were retried (failed or cancelled -> pending), in the
     caller's transaction. Each waits again for what it waits for, as things stand now
     (``settle``); a member counts as unfinished again in its batch, and a batch whose
     ``then`` callback was cancelled for its failures is reopened (the callback waits
     again); the jobs that were cancelled because one of them ended are reopened too, and
-    theirs."""
+    theirs. Returns the rows it reopened as they were (``history.ROW_FIELDS``), for the
+    caller to take out of the counts of finished rows."""
     rows = list(
         job_rows()
         .filter(pk__in=list(job_ids), status=JobStatus.PENDING)
         .values_list("pk", "has_downstream", "batch_id")
     )
+    left: list[tuple[Any, ...]] = []
     for _, _, batch_id in rows:
         if batch_id is not None:
-            _reopen_batch(batch_id)
+            left += _reopen_batch(batch_id)
     settle([pk for pk, _, _ in rows], now)
     reopened = [pk for pk, has_downstream, _ in rows if has_downstream]
     while reopened:
@@ -248,17 +252,26 @@ def reopen(job_ids: Sequence[int], now: dt.datetime) -> None:
             status=JobStatus.CANCELLED,
             last_error__startswith=f"upstream job #{pk} (",
         )
-        ids = list(cancelled.values_list("pk", flat=True))
-        cancelled.update(**_waiting_again())
+        ids = _wait_again(cancelled, left)
         settle(ids, now)
         again = job_rows().filter(pk__in=ids, status=JobStatus.PENDING)
         for down_pk, has_downstream, batch_id in again.values_list(
             "pk", "has_downstream", "batch_id"
         ):
             if batch_id is not None:
-                _reopen_batch(batch_id)
+                left += _reopen_batch(batch_id)
             if has_downstream:
                 reopened.append(down_pk)
+    return left
+
+
+def _wait_again(cancelled: QuerySet[Job], left: list[tuple[Any, ...]]) -> list[int]:
+    """The ``cancelled`` rows wait again; appends them, as they were, to ``left``."""
+    rows = list(cancelled.values_list("pk", *ROW_FIELDS))
+    ids = [row[0] for row in rows]
+    cancelled.filter(pk__in=ids).update(**_waiting_again())
+    left += [row[1:] for row in rows]
+    return ids
 
 
 def settle(job_ids: Sequence[int], now: dt.datetime) -> None:
@@ -349,14 +362,18 @@ def _waiting_again() -> dict[str, object]:
     return {"status": JobStatus.PENDING, "blocked": True, "finished_at": None, "last_error": ""}
 
 
-def _reopen_batch(batch_id: int) -> None:
+def _reopen_batch(batch_id: int) -> list[tuple[Any, ...]]:
+    """A member of the batch was retried; returns the ``then`` callback it reopened, as
+    it was (none, or one row)."""
     batches = Batch.objects.using(database_alias()).filter(pk=batch_id)
     batches.filter(failed__gt=0).update(failed=F("failed") - 1)
     then_id = batches.values_list("then_job_id", flat=True).first()
     if then_id is None:
-        return
+        return []
     cancelled_then = job_rows().filter(
         pk=then_id, status=JobStatus.CANCELLED, last_error__startswith="upstream job #"
     )
-    if cancelled_then.update(**_waiting_again()):
+    left: list[tuple[Any, ...]] = []
+    if _wait_again(cancelled_then, left):
         batches.update(finished_at=None)
+    return left

@@ -1,6 +1,7 @@
 """The read model: every fact about the queue that a screen or a probe shows.
 
-Counts per status and name (exact, or capped so that they stay cheap on millions of rows),
+Counts per status and name (exact without counting the history: ``counts``; or capped
+so that they stay cheap on millions of rows),
 the oldest due pending job, the workers and which of them are live, the cron schedules
 with their next runs and whether they are overdue (the code schedules and a bounded
 choice of the dynamic ones, with the counts of all), queue depths, the outcomes of each
@@ -61,6 +62,7 @@ from .control import (
     progress_of,
     running_jobs,
 )
+from .counts import job_counts, status_totals
 from .cron_schedules import (
     SOONEST_SHOWN,
     STATUSES_SHOWN,
@@ -155,6 +157,7 @@ __all__ = [
     "held_by_pause",
     "hour_floor",
     "hourly_outcomes",
+    "job_counts",
     "jobs",
     "live_window",
     "live_workers",
@@ -176,6 +179,7 @@ __all__ = [
     "schedules",
     "soonest_dynamic",
     "status_counts",
+    "status_totals",
     "stranded_names",
     "upstream_jobs",
     "with_last_occurrence",
@@ -199,14 +203,13 @@ def status_counts(queryset: QuerySet[Job] | None = None) -> dict[str, int]:
 
 def counts_per_status_and_name() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
     """Rows per status (every status present) and per name and status (only the statuses
-    a name has), exactly: one GROUP BY query on the (name, status) index."""
-    counts = dict.fromkeys(JobStatus.values, 0)
+    a name has), exactly, without counting the history (``observe.counts``)."""
+    counts = job_counts()
     by_name: dict[str, dict[str, int]] = {}
-    rows = jobs().order_by().values_list("name", "status").annotate(n=Count("pk"))
-    for name, status, n in rows:
-        counts[status] = counts.get(status, 0) + n
-        by_name.setdefault(name, {})[status] = n
-    return counts, dict(sorted(by_name.items()))
+    for (status, name, _), n in counts.items():
+        statuses = by_name.setdefault(name, {})
+        statuses[status] = statuses.get(status, 0) + n
+    return status_totals(counts), dict(sorted(by_name.items()))
 
 
 def capped_status_counts(

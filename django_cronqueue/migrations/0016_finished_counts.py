@@ -1,0 +1,37 @@
+"""The counts of finished rows per status, name and queue, and the instant up to which
+they are counted (``django_cronqueue.history``). Both start empty: until the first
+housekeeping pass counts the history, readers count the job table as before. The finish
+instants are read through the existing (status, finished_at) index."""
+
+import django_cronqueue.models
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('django_cronqueue', '0014_partial_job_indexes'),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name='FinishedCountMark',
+            fields=[
+                ('id', models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False)),
+                ('counted_until', models.DateTimeField(blank=True, null=True)),
+            ],
+        ),
+        migrations.CreateModel(
+            name='FinishedCount',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], max_length=16)),
+                ('name', django_cronqueue.models.ExactCharField(max_length=200)),
+                ('queue', django_cronqueue.models.ExactCharField(max_length=100)),
+                ('rows', models.BigIntegerField(default=0)),
+            ],
+            options={
+                'constraints': [models.UniqueConstraint(fields=('status', 'name', 'queue'), name='cronqueue_finishedcount_unique')],
+            },
+        ),
+    ]

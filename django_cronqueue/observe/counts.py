@@ -1,0 +1,75 @@
+"""Rows per status, name and queue, exactly, without counting the history: what the
+dashboard, ``cronqueue_status`` and ``MetricsView`` show.
+
+- pending and running rows are counted where they are (on PostgreSQL each status has a
+  partial index of its own rows: the claim index and the lease index);
+- finished rows (succeeded, failed, cancelled) are the counts that housekeeping keeps up
+  to ``FinishedCountMark.counted_until`` (``django_cronqueue.history``) plus the rows
+  finished after it (or without a ``finished_at``, which housekeeping never counts),
+  read from the (status, finished_at) index: the rows of the last minute or two,
+  however long the history.
+
+The parts are read by one statement (so one snapshot: a housekeeping pass that commits
+meanwhile cannot count a row twice). Until the first pass has counted the history (a
+site just migrated), the finished rows are counted from the job table, as slowly as
+before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import Count, QuerySet, Subquery
+
+from ..models import FINISHED_STATUSES, FinishedCount, FinishedCountMark, Job, JobStatus
+from .base import jobs
+
+__all__ = ["job_counts", "status_totals"]
+
+Key = tuple[str, str, str]
+
+
+def job_counts() -> dict[Key, int]:
+    """Rows per (status, name, queue), only the combinations that have rows, exactly:
+    two queries (the mark, then one statement)."""
+    pending, running = (_per_key(jobs().filter(status=status)) for status in _LIVE)
+    finished = jobs().filter(status__in=FINISHED_STATUSES)
+    mark = _counts_mark().values_list("counted_until", flat=True).first()
+    if mark is None:  # nothing counted yet: every finished row is counted here
+        return _summed(pending.union(running, _per_key(finished), all=True))
+    counted = FinishedCount.objects.using(jobs().db).values_list("status", "name", "queue", "rows")
+    # The mark read again inside the statement, in its snapshot: a pass that committed
+    # since the read above moved it on, and its rows are in ``counted``, not recent. The
+    # value read above only bounds the index range (a subquery's value is unknown to
+    # the planner, which would read the whole table).
+    since = Subquery(_counts_mark().values("counted_until"))
+    recent = finished.filter(finished_at__gt=mark).filter(finished_at__gt=since)
+    undated = finished.filter(finished_at__isnull=True)  # never counted by housekeeping
+    parts = (counted, _per_key(recent), _per_key(undated))
+    return _summed(pending.union(running, *parts, all=True))
+
+
+def status_totals(counts: dict[Key, int]) -> dict[str, int]:
+    """Rows per status of ``job_counts()``, every status present (0 when none)."""
+    totals = dict.fromkeys(JobStatus.values, 0)
+    for (status, _, _), n in counts.items():
+        totals[status] += n
+    return totals
+
+
+_LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
+
+
+def _per_key(rows: QuerySet[Job]) -> QuerySet[Job, tuple[str, str, str, int]]:
+    return rows.order_by().values_list("status", "name", "queue").annotate(n=Count("*"))
+
+
+def _summed(rows: Iterable[tuple[str, str, str, int]]) -> dict[Key, int]:
+    counts: dict[Key, int] = {}
+    for status, name, queue, n in rows:
+        counts[(status, name, queue)] = counts.get((status, name, queue), 0) + n
+    return {key: n for key, n in counts.items() if n}
+
+
+def _counts_mark() -> QuerySet[FinishedCountMark]:
+    return FinishedCountMark.objects.using(jobs().db).filter(pk=FinishedCountMark.ONLY)

@@ -1,0 +1,299 @@
+"""The counts of finished rows kept by housekeeping (``django_cronqueue.history``) and
+read with the live rows (``observe.counts``), on every database: a pass counts each
+finished row once; the prune, a retry and the workflow jobs a retry reopens take their
+rows out; two passes at once (separate processes) never count a row twice; and the
+dashboard, ``cronqueue_status`` and ``MetricsView`` show what an exact count shows."""
+
+import datetime as dt
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.db.models import Count
+from django.test import override_settings
+from django.utils import timezone
+
+from django_cronqueue import history, jobs, maintenance
+from django_cronqueue.models import FINISHED_STATUSES, FinishedCount, Job, JobStatus
+from django_cronqueue.observe import counts
+from tests.testapp import jobs as test_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTLED = dt.timedelta(minutes=5)  # past the settle margin: a pass counts what finished
+DASHBOARD = "/admin/django_cronqueue/job/dashboard/"
+
+
+def exact():
+    """Rows per (status, name, queue), counted from the job table."""
+    rows = Job.objects.order_by().values_list("status", "name", "queue").annotate(n=Count("*"))
+    return {(status, name, queue): n for status, name, queue, n in rows}
+
+
+def exact_finished():
+    return {key: n for key, n in exact().items() if key[0] in FINISHED_STATUSES}
+
+
+def kept():
+    """What the counts table holds."""
+    return {(c.status, c.name, c.queue): c.rows for c in FinishedCount.objects.all()}
+
+
+def finish_some(now):
+    """Two successes (one on queue emails), a failure and a cancelled job, run at ``now``;
+    returns the failed one."""
+    jobs.enqueue(test_jobs.record, {"key": "a"}, run_at=now)
+    jobs.enqueue(test_jobs.record, {"key": "b"}, run_at=now, queue="emails")
+    failing = jobs.enqueue(test_jobs.fails_now, {"key": "c"}, run_at=now)
+    jobs.enqueue(test_jobs.record, {"key": "d"}, run_at=now + dt.timedelta(days=1)).cancel(now=now)
+    jobs.tick(now=now)
+    return failing
+
+
+def test_a_pass_counts_each_finished_row_once():
+    now = timezone.now()
+    finish_some(now)
+    jobs.enqueue(test_jobs.record, {"key": "pending"}, run_at=now + dt.timedelta(days=1))
+    assert kept() == {}
+    assert history.count_finished(now + SETTLED) == 4
+    assert (
+        kept()
+        == exact_finished()
+        == {
+            ("succeeded", "testapp.record", "default"): 1,
+            ("succeeded", "testapp.record", "emails"): 1,
+            ("failed", "testapp.fails_now", "default"): 1,
+            ("cancelled", "testapp.record", "default"): 1,
+        }
+    )
+    assert history.count_finished(now + 2 * SETTLED) == 0
+    assert kept() == exact_finished()
+    assert counts.job_counts() == exact()
+
+
+def test_rows_finished_within_the_settle_margin_are_read_from_the_table_until_counted():
+    now = timezone.now()
+    finish_some(now)
+    assert history.count_finished(now) == 0  # finished at now: not settled yet
+    assert kept() == {}
+    assert counts.job_counts() == exact()
+    assert history.count_finished(now + SETTLED) == 4
+    assert counts.job_counts() == exact()
+
+
+def test_before_any_pass_the_finished_rows_are_counted_from_the_table():
+    finish_some(timezone.now())
+    assert counts.job_counts() == exact()
+
+
+def test_a_finished_row_without_finished_at_is_read_never_counted():
+    now = timezone.now()
+    Job.objects.create(name="testapp.record", status=JobStatus.FAILED)  # as a site might
+    history.count_finished(now + SETTLED)
+    assert kept() == {}
+    assert counts.job_counts() == exact() == {("failed", "testapp.record", "default"): 1}
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": 60})
+def test_the_prune_takes_what_it_deletes_out_of_the_counts():
+    now = timezone.now()
+    finish_some(now)
+    history.count_finished(now + SETTLED)
+    later = now + dt.timedelta(minutes=30)
+    jobs.enqueue(test_jobs.record, {"key": "later"}, run_at=later)
+    jobs.tick(now=later)  # finished after the mark: not counted yet
+    assert maintenance.prune(now + dt.timedelta(hours=1)) == 5
+    assert Job.objects.count() == 0
+    assert kept() == {}  # the counted rows left, and the uncounted one took nothing
+    assert counts.job_counts() == exact() == {}
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": None})
+def test_the_prune_in_batches_keeps_the_counts_of_what_it_keeps():
+    now = timezone.now()
+    finish_some(now)
+    history.count_finished(now + SETTLED)
+    maintenance.prune(now + dt.timedelta(hours=1))
+    assert (
+        kept()
+        == exact_finished()
+        == {
+            ("failed", "testapp.fails_now", "default"): 1,
+            ("cancelled", "testapp.record", "default"): 1,
+        }
+    )
+
+
+def test_a_retry_from_failed_leaves_the_failed_count():
+    now = timezone.now()
+    failing = finish_some(now)
+    history.count_finished(now + SETTLED)
+    assert kept()[("failed", "testapp.fails_now", "default")] == 1
+    failing.refresh_from_db()
+    assert failing.retry(now=now + SETTLED)
+    assert ("failed", "testapp.fails_now", "default") not in kept()
+    assert kept() == exact_finished()
+    assert counts.job_counts() == exact()
+    jobs.tick(now=now + SETTLED)  # fails again, counted again once settled
+    history.count_finished(now + 2 * SETTLED)
+    assert kept() == exact_finished()
+    assert kept()[("failed", "testapp.fails_now", "default")] == 1
+
+
+def test_a_retry_of_a_row_not_counted_yet_takes_nothing_out():
+    now = timezone.now()
+    failing = finish_some(now)
+    history.count_finished(now)  # the mark is set, before these rows finished
+    failing.refresh_from_db()
+    assert failing.retry(now=now)
+    assert kept() == {}
+    history.count_finished(now + SETTLED)
+    assert kept() == exact_finished()
+    assert counts.job_counts() == exact()
+
+
+def test_a_retry_that_reopens_a_chain_takes_the_cancelled_downstream_out_too():
+    now = timezone.now()
+    _, second, third = jobs.chain(
+        test_jobs.record.s(key="a"), test_jobs.fails_now.s(key="b"), test_jobs.record.s(key="c")
+    ).enqueue()
+    for step in range(3):
+        jobs.tick(now=now + dt.timedelta(seconds=step + 1))
+    third.refresh_from_db()
+    assert third.status == "cancelled"
+    history.count_finished(now + SETTLED)
+    assert (
+        kept()
+        == exact_finished()
+        == {
+            ("succeeded", "testapp.record", "default"): 1,
+            ("failed", "testapp.fails_now", "default"): 1,
+            ("cancelled", "testapp.record", "default"): 1,
+        }
+    )
+    second.refresh_from_db()
+    assert second.retry(now=now + SETTLED)
+    third.refresh_from_db()
+    assert (third.status, third.blocked) == ("pending", True)
+    assert kept() == exact_finished() == {("succeeded", "testapp.record", "default"): 1}
+    assert counts.job_counts() == exact()
+
+
+# --- the readers ----------------------------------------------------------------------
+
+
+def status_report():
+    out = io.StringIO()
+    call_command("cronqueue_status", "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def metrics_per_status(client):
+    totals = dict.fromkeys(JobStatus.values, 0)
+    for line in client.get("/metrics/").content.decode().splitlines():
+        if line.startswith("cronqueue_jobs{"):
+            status = line.split('status="')[1].split('"')[0]
+            totals[status] += int(float(line.rsplit(" ", 1)[1]))
+    return totals
+
+
+def test_the_dashboard_status_and_metrics_show_the_exact_counts_after_housekeeping(admin_client):
+    now = timezone.now()
+    finish_some(now)
+    failing = finish_some(now + dt.timedelta(minutes=1))
+    history.count_finished(now + SETTLED)
+    failing.refresh_from_db()
+    failing.retry(now=now)  # out of the counts, pending again
+    jobs.enqueue(test_jobs.record, {"key": "recent"}, run_at=now)
+    jobs.tick(now=now + SETTLED)  # both finish after the mark: read from the table
+    per_status = dict.fromkeys(JobStatus.values, 0)
+    per_name: dict[str, dict[str, int]] = {}
+    for (status, name, _), n in exact().items():
+        per_status[status] += n
+        per_name.setdefault(name, {})[status] = per_name.get(name, {}).get(status, 0) + n
+    assert (per_status["succeeded"], per_status["failed"], per_status["cancelled"]) == (5, 2, 2)
+    report = status_report()
+    assert (report["counts"], report["counts_by_name"]) == (per_status, per_name)
+    assert metrics_per_status(admin_client) == per_status
+    response = admin_client.get(DASHBOARD)
+    shown = {item["status"]: item["count"] for item in response.context["status_counts"]}
+    assert shown == {status: f"{n:,}" for status, n in per_status.items()}
+
+
+# --- two passes at once ------------------------------------------------------------------
+
+# The child sets Django up on the test database, says "ready", waits for "go" on stdin and
+# runs one pass, printing how many rows it added.
+PASS = """
+import datetime as dt, sys
+import django
+
+django.setup()
+from django.db import connection, transaction
+from django_cronqueue import history
+
+connection.ensure_connection()
+print("ready", flush=True)
+sys.stdin.readline()
+print(history.count_finished(dt.datetime.fromisoformat(sys.argv[1])), flush=True)
+"""
+
+
+def start_pass(now):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONPATH": str(ROOT),
+        "CRONQUEUE_TEST_DB_EXACT_NAME": str(connection.settings_dict["NAME"]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", PASS, now.isoformat()],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline() == "ready\n", child.communicate(timeout=60)[1]
+    return child
+
+
+@pytest.mark.e2e
+def test_a_pass_in_another_process_waits_for_the_pass_in_progress_and_adds_nothing():
+    now = timezone.now()
+    finished = now - dt.timedelta(minutes=10)
+    Job.objects.bulk_create(
+        Job(
+            name=f"testapp.job_{i % 7}",
+            queue=("default", "emails")[i % 2],
+            status=FINISHED_STATUSES[i % 3],
+            finished_at=finished + dt.timedelta(milliseconds=i),
+        )
+        for i in range(300)
+    )
+    history.count_finished(finished)  # an earlier pass: the mark row is there, counting none
+    child = start_pass(now)
+    try:
+        with transaction.atomic():
+            assert history.count_finished(now) == 300  # not committed yet
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            with pytest.raises(subprocess.TimeoutExpired):
+                child.wait(timeout=2)  # it waits for the mark this pass holds
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        assert int(out) == 0  # everything it would count was counted by the first pass
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert kept() == exact_finished()
+    assert sum(kept().values()) == 300
