@@ -1,7 +1,9 @@
 """The counts of finished rows (succeeded, failed, cancelled) per name and queue, kept
 off the worker's per-job path so that no reader counts the history.
 
-A worker's completion writes nothing here: a counter row updated by every completion
+The counts are kept in all and, for the dashboard's chart of the last 24 hours, per hour
+of ``finished_at`` over the last ``HOURS_KEPT``. A worker's completion writes nothing
+here: a counter row updated by every completion
 would serialize the workers on it. Instead the housekeeping of a tick
 (``count_finished``, every ``COUNT_EVERY``) adds the rows finished since the last pass,
 up to a little before ``now`` (``settle_margin``: a completion is written with its
@@ -25,15 +27,19 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import TruncHour
+from django.utils import timezone
 
 from .conf import database_alias, max_clock_skew
 from .models import FINISHED_STATUSES, FinishedCount, FinishedCountMark, Job
 
 __all__ = [
     "COUNT_EVERY",
+    "HOURS_KEPT",
     "ROW_FIELDS",
     "count_finished",
+    "hour_of",
     "lock_mark",
     "settle_margin",
     "uncount",
@@ -44,7 +50,11 @@ SETTLE = dt.timedelta(minutes=1)
 #: What ``uncount`` needs of a row, in this order (``values_list(*ROW_FIELDS)``).
 ROW_FIELDS = ("status", "name", "queue", "finished_at")
 
-Key = tuple[str, str, str]
+#: Hours of per-hour counts kept (the dashboard's chart reads the last 24).
+HOURS_KEPT = dt.timedelta(hours=48)
+
+# (status, name, queue, hour): hour None for the count in all
+Key = tuple[str, str, str, dt.datetime | None]
 
 
 def settle_margin() -> dt.timedelta:
@@ -70,8 +80,9 @@ def lock_mark() -> dt.datetime | None:
 
 def count_finished(now: dt.datetime) -> int:
     """Add the rows finished since the last pass, up to ``now - settle_margin()``, to the
-    counts. Returns how many rows it added. The first pass reads the whole history once;
-    the next ones the rows of one interval, through the (status, finished_at) index."""
+    counts (in all, and per hour for the last ``HOURS_KEPT`` hours). Returns how many rows
+    it added. The first pass reads the whole history once; the next ones the rows of one
+    interval, through the (status, finished_at) index."""
     upto = now - settle_margin()
     with transaction.atomic(using=database_alias()):
         counted_until = lock_mark()
@@ -80,11 +91,22 @@ def count_finished(now: dt.datetime) -> int:
         finished = _jobs().filter(status__in=FINISHED_STATUSES, finished_at__lte=upto)
         if counted_until is not None:
             finished = finished.filter(finished_at__gt=counted_until)
-        groups = finished.order_by().values_list("status", "name", "queue").annotate(n=Count("*"))
-        added = {(status, name, queue): n for status, name, queue, n in groups}
+        groups = (
+            finished.order_by()
+            .annotate(hour=TruncHour("finished_at", tzinfo=dt.timezone.utc))
+            .values_list("status", "name", "queue", "hour")
+            .annotate(n=Count("*"))
+        )
+        oldest_hour = hour_of(upto) - HOURS_KEPT
+        added: Counter[Key] = Counter()
+        for status, name, queue, hour, n in groups:
+            added[(status, name, queue, None)] += n
+            if hour_of(hour) >= oldest_hour:
+                added[(status, name, queue, hour_of(hour))] += n
         _apply(added)
+        _counts().filter(hour__lt=oldest_hour).delete()
         _marks().update(counted_until=upto)
-    return sum(added.values())
+    return sum(n for key, n in added.items() if key[3] is None)
 
 
 def uncount(rows: Iterable[tuple[Any, ...]], counted_until: dt.datetime | None) -> None:
@@ -96,32 +118,48 @@ def uncount(rows: Iterable[tuple[Any, ...]], counted_until: dt.datetime | None) 
     removed: Counter[Key] = Counter()
     for status, name, queue, finished_at in rows:
         if status in FINISHED_STATUSES and finished_at is not None and finished_at <= counted_until:
-            removed[(status, name, queue)] -= 1
+            removed[(status, name, queue, None)] -= 1
+            removed[(status, name, queue, hour_of(finished_at))] -= 1  # if kept
     _apply(removed)
+
+
+def hour_of(instant: dt.datetime) -> dt.datetime:
+    """The UTC hour that ``instant`` (aware, or naive UTC as some vendors return a
+    truncated hour) falls in."""
+    if timezone.is_naive(instant):
+        instant = timezone.make_aware(instant, dt.timezone.utc)
+    return instant.astimezone(dt.timezone.utc).replace(minute=0, second=0, microsecond=0)
 
 
 def _apply(changes: Mapping[Key, int]) -> None:
     """Add ``changes`` to the counts (under the mark's lock: nothing else writes them); a
-    count that reaches zero loses its row."""
+    count that reaches zero loses its row, and an hour no longer kept is not made again."""
     changes = {key: n for key, n in changes.items() if n}
     if not changes:
         return
-    counts = FinishedCount.objects.using(database_alias())
-    existing = {(row.status, row.name, row.queue): row for row in counts.all()}
+    hours = {key[3] for key in changes if key[3] is not None}
+    rows = _counts().filter(Q(hour__isnull=True) | Q(hour__in=hours))
+    existing = {(row.status, row.name, row.queue, row.hour): row for row in rows}
     updated: list[FinishedCount] = []
     created: list[FinishedCount] = []
     emptied: list[FinishedCount] = []
-    for (status, name, queue), n in changes.items():
-        row = existing.get((status, name, queue))
+    for (status, name, queue, hour), n in changes.items():
+        row = existing.get((status, name, queue, hour))
         if row is None:
             if n > 0:
-                created.append(FinishedCount(status=status, name=name, queue=queue, rows=n))
+                created.append(
+                    FinishedCount(status=status, name=name, queue=queue, hour=hour, rows=n)
+                )
             continue
         row.rows += n
         (updated if row.rows > 0 else emptied).append(row)
-    counts.bulk_create(created)
-    counts.bulk_update(updated, ["rows"])
-    counts.filter(pk__in=[row.pk for row in emptied]).delete()
+    _counts().bulk_create(created)
+    _counts().bulk_update(updated, ["rows"])
+    _counts().filter(pk__in=[row.pk for row in emptied]).delete()
+
+
+def _counts() -> QuerySet[FinishedCount]:
+    return FinishedCount.objects.using(database_alias())
 
 
 def _jobs() -> QuerySet[Job]:

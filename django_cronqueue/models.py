@@ -315,24 +315,26 @@ class Worker(models.Model):
 
 
 class FinishedCount(models.Model):
-    """Finished rows per (status, name, queue) up to ``FinishedCountMark.counted_until``:
-    kept by housekeeping (``django_cronqueue.history``), read by ``observe.counts``."""
+    """Finished rows per (status, name, queue) up to ``FinishedCountMark.counted_until``,
+    in all (``hour`` null) and per hour of ``finished_at`` over the last two days: kept by
+    housekeeping (``django_cronqueue.history``), read by ``observe.counts``."""
 
     status = models.CharField(max_length=16, choices=JobStatus.choices)
     name = ExactCharField(max_length=MAX_NAME_LENGTH)
     queue = ExactCharField(max_length=MAX_QUEUE_LENGTH)
+    hour = models.DateTimeField(null=True, blank=True)
     rows = models.BigIntegerField(default=0)
 
     class Meta:
         app_label = "django_cronqueue"
         constraints = [
             models.UniqueConstraint(
-                fields=["status", "name", "queue"], name="cronqueue_finishedcount_unique"
+                fields=["status", "name", "queue", "hour"], name="cronqueue_finishedcount_unique"
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.rows} {self.status} {self.name} ({self.queue})"
+        return f"{self.rows} {self.status} {self.name} ({self.queue}) {self.hour or 'in all'}"
 
 
 class FinishedCountMark(models.Model):

@@ -1,7 +1,8 @@
-"""The counts of finished rows per status, name and queue, and the instant up to which
-they are counted (``django_cronqueue.history``). Both start empty: until the first
-housekeeping pass counts the history, readers count the job table as before. The finish
-instants are read through the existing (status, finished_at) index."""
+"""The counts of finished rows per status, name and queue (in all, and per hour over the
+last two days), and the instant up to which they are counted
+(``django_cronqueue.history``). Both start empty: until the first housekeeping pass
+counts the history, readers count the job table as before. The finish instants are read
+through the existing (status, finished_at) index."""
 
 import django_cronqueue.models
 from django.db import migrations, models
@@ -28,10 +29,11 @@ class Migration(migrations.Migration):
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], max_length=16)),
                 ('name', django_cronqueue.models.ExactCharField(max_length=200)),
                 ('queue', django_cronqueue.models.ExactCharField(max_length=100)),
+                ('hour', models.DateTimeField(blank=True, null=True)),
                 ('rows', models.BigIntegerField(default=0)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('status', 'name', 'queue'), name='cronqueue_finishedcount_unique')],
+                'constraints': [models.UniqueConstraint(fields=('status', 'name', 'queue', 'hour'), name='cronqueue_finishedcount_unique')],
             },
         ),
     ]

@@ -25,7 +25,6 @@ from typing import Any
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import Count, Min, Q, QuerySet
-from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from ..models import Job, JobStatus, Worker
@@ -62,7 +61,7 @@ from .control import (
     progress_of,
     running_jobs,
 )
-from .counts import job_counts, status_totals
+from .counts import finished_per_hour, job_counts, status_totals
 from .cron_schedules import (
     SOONEST_SHOWN,
     STATUSES_SHOWN,
@@ -502,22 +501,12 @@ def hour_floor(instant: dt.datetime) -> dt.datetime:
 
 def hourly_outcomes(now: dt.datetime, hours: int = HOURS, max_names: int = 50) -> HourlyOutcomes:
     """Per job name, runs that succeeded and failed in each of the last ``hours`` hours
-    (the current hour included), by ``finished_at``: one GROUP BY query. The busiest
-    ``max_names`` names, busiest first."""
+    (the current hour included), by ``finished_at``: the hours housekeeping keeps plus
+    the rows finished since (``counts.finished_per_hour``). The busiest ``max_names``
+    names, busiest first."""
     first = hour_floor(now) - dt.timedelta(hours=hours - 1)
     slots = [first + dt.timedelta(hours=i) for i in range(hours)]
-    rows = (
-        jobs()
-        .filter(
-            status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED],
-            finished_at__gte=first,
-            finished_at__lte=now,
-        )
-        .order_by()
-        .annotate(hour=TruncHour("finished_at", tzinfo=UTC))
-        .values_list("name", "status", "hour")
-        .annotate(n=Count("pk"))
-    )
+    rows = finished_per_hour(first, now, [JobStatus.SUCCEEDED, JobStatus.FAILED])
     by_name: dict[str, dict[dt.datetime, HourOutcomes]] = {}
     for name, status, hour, n in rows:
         hour = hour_floor(timezone.make_aware(hour, UTC) if timezone.is_naive(hour) else hour)

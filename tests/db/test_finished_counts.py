@@ -42,8 +42,14 @@ def exact_finished():
 
 
 def kept():
-    """What the counts table holds."""
-    return {(c.status, c.name, c.queue): c.rows for c in FinishedCount.objects.all()}
+    """What the counts table holds in all."""
+    rows = FinishedCount.objects.filter(hour__isnull=True)
+    return {(c.status, c.name, c.queue): c.rows for c in rows}
+
+
+def kept_hours():
+    rows = FinishedCount.objects.filter(hour__isnull=False)
+    return {(c.status, c.name, c.queue, c.hour): c.rows for c in rows}
 
 
 def finish_some(now):
@@ -225,6 +231,37 @@ def test_the_dashboard_status_and_metrics_show_the_exact_counts_after_housekeepi
     response = admin_client.get(DASHBOARD)
     shown = {item["status"]: item["count"] for item in response.context["status_counts"]}
     assert shown == {status: f"{n:,}" for status, n in per_status.items()}
+
+
+def per_hour(rows):
+    summed = {}
+    for name, status, hour, n in rows:
+        key = (name, status, history.hour_of(hour))
+        summed[key] = summed.get(key, 0) + n
+    return summed
+
+
+def test_the_outcomes_per_hour_are_those_of_the_table_after_housekeeping():
+    now = history.hour_of(timezone.now()) - dt.timedelta(minutes=30)
+    for hours_ago in (30, 20, 3, 1):  # 30 hours ago: out of the chart
+        finish_some(now - dt.timedelta(hours=hours_ago))
+    failing = finish_some(now)
+    history.count_finished(now + SETTLED)
+    assert history.hour_of(now) in {key[3] for key in kept_hours()}
+    assert history.hour_of(now - dt.timedelta(hours=30)) in {key[3] for key in kept_hours()}
+    failing.refresh_from_db()
+    failing.retry(now=now + SETTLED)  # out of its hour too
+    jobs.enqueue(test_jobs.record, {"key": "recent"}, run_at=now + SETTLED)
+    jobs.tick(now=now + SETTLED)  # after the mark
+    later = now + SETTLED + dt.timedelta(seconds=1)
+    first = history.hour_of(later) - dt.timedelta(hours=23)
+    statuses = [JobStatus.SUCCEEDED, JobStatus.FAILED]
+    table = Job.objects.filter(status__in=statuses, finished_at__gte=first, finished_at__lte=later)
+    exact_rows = table.values_list("name", "status", "finished_at").annotate(n=Count("pk"))
+    read = per_hour(counts.finished_per_hour(first, later, statuses))
+    assert read == per_hour(exact_rows)
+    # 20, 3 and 1 hours ago and now, three each; the retried one failed again, and "recent"
+    assert sum(read.values()) == 4 * 3 + 1
 
 
 # --- two passes at once ------------------------------------------------------------------
