@@ -2,15 +2,17 @@
 jobs (one INSERT ... SELECT generate_series, spread over DAYS days, in a database of its
 own) next to a small live backlog (1,000 pending rows, 20 running), then times the
 Prometheus ``MetricsView``, the admin dashboard and ``cronqueue_status`` (median of
-REPEAT each) and checks that their figures agree with an exact ``GROUP BY`` of the table.
+REPEAT each; with the time its queries took, of one more read) and checks that their
+figures agree with an exact ``GROUP BY`` of the table.
 
     .venv/bin/python bench/counts.py                    # 1,000,000 finished rows
     .venv/bin/python bench/counts.py --rows 20000000 --drop
     .venv/bin/python bench/counts.py --refill           # rebuild the table first
 
-Where the package keeps counts of finished rows (``django_cronqueue.history``), one
-housekeeping pass counts the history first (timed: the first pass reads every finished
-row once; the next ones read only the rows finished since). Run from an older checkout
+Where the package keeps counts of finished rows (``django_cronqueue.history``), they are
+emptied and one housekeeping pass counts the history first, as after the upgrade (timed:
+the first pass reads every finished row once; the next ones read only the rows finished
+since). Run from an older checkout
 (copy this file into its ``bench/``) the same command times that version's queries.
 
 The database (``cronqueue_counts_bench`` unless --database says otherwise) is created if
@@ -185,14 +187,17 @@ def count_history() -> None:
     from django.utils import timezone
 
     from django_cronqueue import history
+    from django_cronqueue.models import FinishedCount, FinishedCountMark
 
+    FinishedCount.objects.all().delete()  # count from scratch, as after the upgrade
+    FinishedCountMark.objects.all().delete()
     for label in ("first housekeeping pass", "next housekeeping pass"):
         start = time.perf_counter()
         history.count_finished(timezone.now())
         print(f"{label}: {(time.perf_counter() - start) * 1000:,.0f} ms")
 
 
-def timed(read: Callable[[], Any], repeat: int) -> tuple[float, float, int]:
+def timed(read: Callable[[], Any], repeat: int) -> tuple[float, float, int, float]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -204,7 +209,8 @@ def timed(read: Callable[[], Any], repeat: int) -> tuple[float, float, int]:
         times.append((time.perf_counter() - start) * 1000)
     with CaptureQueriesContext(connection) as captured:
         read()
-    return statistics.median(times), max(times), len(captured)
+    sql = sum(float(query["time"]) for query in captured.captured_queries) * 1000
+    return statistics.median(times), max(times), len(captured), sql
 
 
 def exact_counts() -> dict[tuple[str, str, str], int]:
@@ -273,10 +279,10 @@ def main() -> None:
         ("cronqueue_status", status),
     ]
     print(f"\n{args.rows:,} finished rows; median and max of {args.repeat}")
-    print(f"{'read':20} {'median ms':>10} {'max ms':>8} {'queries':>8}")
+    print(f"{'read':20} {'median ms':>10} {'max ms':>8} {'queries':>8} {'of it SQL ms':>13}")
     for label, read in reads:
-        median, worst, queries = timed(read, args.repeat)
-        print(f"{label:20} {median:10.1f} {worst:8.1f} {queries:8d}")
+        median, worst, queries, sql = timed(read, args.repeat)
+        print(f"{label:20} {median:10.1f} {worst:8.1f} {queries:8d} {sql:13.1f}")
     print("\nrows per status:")
     check_figures(client)
     if args.drop:

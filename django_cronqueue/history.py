@@ -91,18 +91,20 @@ def count_finished(now: dt.datetime) -> int:
         finished = _jobs().filter(status__in=FINISHED_STATUSES, finished_at__lte=upto)
         if counted_until is not None:
             finished = finished.filter(finished_at__gt=counted_until)
-        groups = (
-            finished.order_by()
-            .annotate(hour=TruncHour("finished_at", tzinfo=dt.timezone.utc))
+        oldest_hour = hour_of(upto) - HOURS_KEPT
+        added: Counter[Key] = Counter()
+        totals = finished.order_by().values_list("status", "name", "queue").annotate(n=Count("*"))
+        for status, name, queue, n in totals:
+            added[(status, name, queue, None)] += n
+        # The hours kept only: the first pass reads the whole history, not every hour of it.
+        recent = finished.filter(finished_at__gte=oldest_hour).order_by()
+        hours = (
+            recent.annotate(hour=TruncHour("finished_at", tzinfo=dt.timezone.utc))
             .values_list("status", "name", "queue", "hour")
             .annotate(n=Count("*"))
         )
-        oldest_hour = hour_of(upto) - HOURS_KEPT
-        added: Counter[Key] = Counter()
-        for status, name, queue, hour, n in groups:
-            added[(status, name, queue, None)] += n
-            if hour_of(hour) >= oldest_hour:
-                added[(status, name, queue, hour_of(hour))] += n
+        for status, name, queue, hour, n in hours:
+            added[(status, name, queue, hour_of(hour))] += n
         _apply(added)
         _counts().filter(hour__lt=oldest_hour).delete()
         _marks().update(counted_until=upto)
