@@ -20,7 +20,13 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_cronqueue import history, jobs, maintenance
-from django_cronqueue.models import FINISHED_STATUSES, FinishedCount, Job, JobStatus
+from django_cronqueue.models import (
+    FINISHED_STATUSES,
+    FinishedCount,
+    FinishedCountMark,
+    Job,
+    JobStatus,
+)
 from django_cronqueue.observe import counts
 from tests.testapp import jobs as test_jobs
 
@@ -28,6 +34,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTLED = dt.timedelta(minutes=5)  # past the settle margin: a pass counts what finished
+HOUR = dt.timedelta(hours=1)
 DASHBOARD = "/admin/django_cronqueue/job/dashboard/"
 
 
@@ -64,7 +71,7 @@ def finish_some(now):
 
 
 def test_a_pass_counts_each_finished_row_once():
-    now = timezone.now()
+    now = timezone.now() - HOUR
     finish_some(now)
     jobs.enqueue(test_jobs.record, {"key": "pending"}, run_at=now + dt.timedelta(days=1))
     assert kept() == {}
@@ -85,7 +92,7 @@ def test_a_pass_counts_each_finished_row_once():
 
 
 def test_rows_finished_within_the_settle_margin_are_read_from_the_table_until_counted():
-    now = timezone.now()
+    now = timezone.now() - HOUR
     finish_some(now)
     assert history.count_finished(now) == 0  # finished at now: not settled yet
     assert kept() == {}
@@ -99,6 +106,17 @@ def test_before_any_pass_the_finished_rows_are_counted_from_the_table():
     assert counts.job_counts() == exact()
 
 
+def test_a_pass_never_counts_past_the_clock_of_its_process():
+    """A tick given a ``now`` a day ahead (as tests do) counts nothing ahead: the rows that
+    finish meanwhile, stamped by the real clock, are counted by a later pass."""
+    history.count_finished(timezone.now() + dt.timedelta(days=1))
+    finish_some(timezone.now())
+    assert counts.job_counts() == exact()
+    assert history.count_finished(timezone.now() + SETTLED) == 0  # not settled yet
+    mark = FinishedCountMark.objects.get().counted_until
+    assert mark <= timezone.now() - history.settle_margin()
+
+
 def test_a_finished_row_without_finished_at_is_read_never_counted():
     now = timezone.now()
     Job.objects.create(name="testapp.record", status=JobStatus.FAILED)  # as a site might
@@ -109,7 +127,7 @@ def test_a_finished_row_without_finished_at_is_read_never_counted():
 
 @override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": 60})
 def test_the_prune_takes_what_it_deletes_out_of_the_counts():
-    now = timezone.now()
+    now = timezone.now() - 2 * HOUR
     finish_some(now)
     history.count_finished(now + SETTLED)
     later = now + dt.timedelta(minutes=30)
@@ -123,7 +141,7 @@ def test_the_prune_takes_what_it_deletes_out_of_the_counts():
 
 @override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": None})
 def test_the_prune_in_batches_keeps_the_counts_of_what_it_keeps():
-    now = timezone.now()
+    now = timezone.now() - 2 * HOUR
     finish_some(now)
     history.count_finished(now + SETTLED)
     maintenance.prune(now + dt.timedelta(hours=1))
@@ -138,7 +156,7 @@ def test_the_prune_in_batches_keeps_the_counts_of_what_it_keeps():
 
 
 def test_a_retry_from_failed_leaves_the_failed_count():
-    now = timezone.now()
+    now = timezone.now() - HOUR
     failing = finish_some(now)
     history.count_finished(now + SETTLED)
     assert kept()[("failed", "testapp.fails_now", "default")] == 1
@@ -154,7 +172,7 @@ def test_a_retry_from_failed_leaves_the_failed_count():
 
 
 def test_a_retry_of_a_row_not_counted_yet_takes_nothing_out():
-    now = timezone.now()
+    now = timezone.now() - HOUR
     failing = finish_some(now)
     history.count_finished(now)  # the mark is set, before these rows finished
     failing.refresh_from_db()
@@ -166,10 +184,11 @@ def test_a_retry_of_a_row_not_counted_yet_takes_nothing_out():
 
 
 def test_a_retry_that_reopens_a_chain_takes_the_cancelled_downstream_out_too():
-    now = timezone.now()
+    now = timezone.now() - HOUR
     _, second, third = jobs.chain(
         test_jobs.record.s(key="a"), test_jobs.fails_now.s(key="b"), test_jobs.record.s(key="c")
     ).enqueue()
+    Job.objects.update(run_at=now)  # enqueued due now: moved to the past of the test
     for step in range(3):
         jobs.tick(now=now + dt.timedelta(seconds=step + 1))
     third.refresh_from_db()
@@ -211,7 +230,7 @@ def metrics_per_status(client):
 
 
 def test_the_dashboard_status_and_metrics_show_the_exact_counts_after_housekeeping(admin_client):
-    now = timezone.now()
+    now = timezone.now() - HOUR
     finish_some(now)
     failing = finish_some(now + dt.timedelta(minutes=1))
     history.count_finished(now + SETTLED)
@@ -242,7 +261,7 @@ def per_hour(rows):
 
 
 def test_the_outcomes_per_hour_are_those_of_the_table_after_housekeeping():
-    now = history.hour_of(timezone.now()) - dt.timedelta(minutes=30)
+    now = history.hour_of(timezone.now()) - dt.timedelta(minutes=30)  # 30 to 90 minutes ago
     for hours_ago in (30, 20, 3, 1):  # 30 hours ago: out of the chart
         finish_some(now - dt.timedelta(hours=hours_ago))
     failing = finish_some(now)
