@@ -209,7 +209,8 @@ def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
 
 def test_retrying_many_jobs_that_waited_for_others_costs_a_few_queries_per_batch():
     """A retried job with upstream jobs waits again for what it still waits for: 1,000
-    of them (two batches) are settled by one UPDATE per outcome, never one per row."""
+    of them (two batches) are settled by one UPDATE per outcome, never one per row (and
+    each batch locks the counts of finished rows, whose row the first one makes)."""
     upstream = JobFactory(status="succeeded")
     waiting = Job.objects.bulk_create(
         JobFactory.build(status="cancelled", blocked=True, waiting_for=1) for _ in range(1000)
@@ -221,6 +222,6 @@ def test_retrying_many_jobs_that_waited_for_others_costs_a_few_queries_per_batch
     with CaptureQueriesContext(connection) as captured:
         outcome = bulk.retry_jobs(Job.objects.filter(pk__in=ids))
     assert outcome.changed.count == len(waiting) == 1000
-    assert len(captured) <= 2 * 12 + 2, "\n".join(q["sql"][:120] for q in captured)
+    assert len(captured) <= 2 * 13 + 4, "\n".join(q["sql"][:120] for q in captured)
     released = Job.objects.filter(pk__in=ids, status="pending", blocked=False, waiting_for=0)
     assert released.count() == 1000  # their upstream job had succeeded: due at once
