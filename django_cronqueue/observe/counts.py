@@ -1,8 +1,9 @@
 """Rows per status, name and queue, exactly, without counting the history: what the
 dashboard, ``cronqueue_status`` and ``MetricsView`` show.
 
-- pending and running rows are counted where they are (on PostgreSQL each status has a
-  partial index of its own rows: the claim index and the lease index);
+- pending and running rows are counted where they are (on PostgreSQL from partial
+  indexes of those rows alone: the claim index for pending ones, the flow index for
+  running ones);
 - finished rows (succeeded, failed, cancelled) are the counts that housekeeping keeps up
   to ``FinishedCountMark.counted_until`` (``django_cronqueue.history``) plus the rows
   finished after it (or without a ``finished_at``, which housekeeping never counts),
