@@ -4,14 +4,20 @@ last two days), and the instant up to which they are counted
 counts the history, readers count the job table as before. The finish instants are read
 through the existing (status, finished_at) index."""
 
+import importlib
+
 import django_cronqueue.models
 from django.db import migrations, models
+
+# On a utf8mb3 MySQL/MariaDB database the new tables would get the database's character
+# set: 0004's conversion runs again (it leaves utf8mb4 tables and other vendors alone).
+utf8mb4 = importlib.import_module("django_cronqueue.migrations.0004_mysql_utf8mb4_text_columns")
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_cronqueue', '0014_partial_job_indexes'),
+        ('django_cronqueue', '0015_job_storage'),
     ]
 
     operations = [
@@ -36,4 +42,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('status', 'name', 'queue', 'hour'), name='cronqueue_finishedcount_unique')],
             },
         ),
+        migrations.RunPython(utf8mb4.forwards, migrations.RunPython.noop, atomic=False),
     ]
