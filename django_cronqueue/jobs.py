@@ -92,16 +92,9 @@ def enqueue(
     arguments (``jobs.enqueue(send_receipt, order_id=1)``); see ``django_cronqueue.enqueue``."""
     from .enqueue import enqueue as _enqueue
 
-    if arguments:
-        if payload is not None:
-            raise TypeError(
-                f"jobs.enqueue({_job_name(job)!r}, ...) got a payload dict and keyword "
-                f"arguments ({', '.join(arguments)}): pass one or the other."
-            )
-        payload = arguments
     return _enqueue(
         job,
-        payload,
+        _payload_or_arguments("enqueue", job, payload, arguments),
         run_at=run_at,
         delay=delay,
         dedupe_key=dedupe_key,
@@ -130,16 +123,9 @@ def enqueue_on_commit(
     ``django_cronqueue.on_commit``."""
     from .on_commit import enqueue_on_commit as _enqueue_on_commit
 
-    if arguments:
-        if payload is not None:
-            raise TypeError(
-                f"jobs.enqueue_on_commit({_job_name(job)!r}, ...) got a payload dict and "
-                f"keyword arguments ({', '.join(arguments)}): pass one or the other."
-            )
-        payload = arguments
     _enqueue_on_commit(
         job,
-        payload,
+        _payload_or_arguments("enqueue_on_commit", job, payload, arguments),
         using=using,
         run_at=run_at,
         delay=delay,
@@ -148,6 +134,20 @@ def enqueue_on_commit(
         queue=queue,
         dedupe_for=dedupe_for,
     )
+
+
+def _payload_or_arguments(
+    verb: str, job: object, payload: Mapping[str, Any] | None, arguments: dict[str, Any]
+) -> Mapping[str, Any] | None:
+    """The payload of ``jobs.<verb>(job, payload)`` or ``jobs.<verb>(job, **arguments)``."""
+    if not arguments:
+        return payload
+    if payload is not None:
+        raise TypeError(
+            f"jobs.{verb}({_job_name(job)!r}, ...) got a payload dict and keyword "
+            f"arguments ({', '.join(arguments)}): pass one or the other."
+        )
+    return arguments
 
 
 def _job_name(job: object) -> str:
