@@ -50,14 +50,20 @@ _VENDOR_MODULES = {
 }
 
 
+_backends: dict[str, ModuleType] = {}
+
+
 def _backend(connection: BaseDatabaseWrapper) -> ModuleType:
-    module_name = _VENDOR_MODULES.get(connection.vendor)
-    if module_name is None:
-        raise NotImplementedError(
-            f"django-cronqueue does not support the {connection.vendor!r} database backend; "
-            "use PostgreSQL, MySQL/MariaDB or SQLite."
-        )
-    return import_module(f"{__name__}.{module_name}")
+    backend = _backends.get(connection.vendor)
+    if backend is None:
+        module_name = _VENDOR_MODULES.get(connection.vendor)
+        if module_name is None:
+            raise NotImplementedError(
+                f"django-cronqueue does not support the {connection.vendor!r} database "
+                "backend; use PostgreSQL, MySQL/MariaDB or SQLite."
+            )
+        backend = _backends[connection.vendor] = import_module(f"{__name__}.{module_name}")
+    return backend
 
 
 def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
