@@ -24,6 +24,8 @@ class HeldJob:
     started: bool = False  # its handler was called
     deadline: float | None = None  # monotonic; set when its handler starts
     abandoned: bool = False  # past its timeout: no longer renewed
+    # Monotonic: until then, at least half its lease is known to be left (claimed since).
+    fresh_until: float = 0.0
 
 
 def pass_on_cancel_requests(held: Iterable[HeldJob]) -> None:

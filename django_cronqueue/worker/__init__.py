@@ -1,13 +1,14 @@
-"""The ``runjobs`` worker: ``Worker`` (``loop``) claims, renews leases and records
-outcomes; its pool runs the handlers: slot threads, child processes (``processes``) or
-one event loop (``asyncio_pool``)."""
+"""The ``runjobs`` worker: ``Worker`` (``loop``) claims (``claims``), renews leases
+(``heartbeat``) and records outcomes; its pool runs the handlers: slot threads, child
+processes (``processes``) or one event loop (``asyncio_pool``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .database import MAX_DB_BACKOFF
-from .loop import EXIT_STUCK, HELPER_JOIN_TIMEOUT, OUTCOME_WRITE_ATTEMPTS, Worker
+from .heartbeat import EXIT_STUCK
+from .loop import HELPER_JOIN_TIMEOUT, OUTCOME_WRITE_ATTEMPTS, Worker
 
 __all__ = [
     "EXIT_STUCK",

@@ -29,36 +29,35 @@ from django.db import (
     DataError,
     IntegrityError,
     InterfaceError,
-    close_old_connections,
     connections,
 )
 
-from .. import dbclock, lifecycle, signals, startup
+from .. import dbclock, lifecycle, startup
 from ..claiming import ClaimedJob, claim_request, is_capped
 from ..conf import database_alias, get_settings, max_clock_skew
 from ..exceptions import TimeLimitExceeded
 from ..execution import Call, Recorder, call, new_context, write_and_claim
-from ..held import CancelNotices, HeldJob, pass_on_cancel_requests, pass_on_noticed, write_progress
-from ..leases import lease_holds, renew_held_leases
+from ..held import CancelNotices, HeldJob, pass_on_noticed
+from ..leases import lease_holds
 from ..models import Worker as WorkerRow
 from ..notify import SelectableEvent, listen
 from ..registry import registry
 from ..storage_watch import StorageWatch
 from ..stranded_watch import StrandedWatch
 from ..ticks import Housekeeping
-from .database import DatabaseRetry
+from .claims import Claim, ClaimAhead, Sent
+from .heartbeat import Heartbeat
 
 logger = logging.getLogger("django_cronqueue")
 
 OUTCOME_WRITE_ATTEMPTS = 4  # over 0.5 + 1 + 2 s of backoff
 HELPER_JOIN_TIMEOUT = 10.0  # seconds run() waits for the heartbeat and the listener to end
-EXIT_STUCK = 3  # run()'s exit status when handlers stayed past timeout + TIMEOUT_GRACE
 
 
 # --- the runjobs worker -----------------------------------------------------------
 
 
-class Worker(DatabaseRetry):
+class Worker(Heartbeat):
     """A ``runjobs`` process: slot threads that claim and run, plus housekeeping."""
 
     pool = "threads"
@@ -97,6 +96,7 @@ class Worker(DatabaseRetry):
         self._wake_lock = threading.Lock()  # stop() against a slot clearing wake
         self._held: dict[int, HeldJob] = {}
         self._held_lock = threading.Lock()
+        self._threads = threading.local()  # each thread's connection wrappers
         self._notices = CancelNotices()  # cancels of jobs not held (yet), by the listener
         self._slots: list[threading.Thread] = []
         self._overran_slots: set[str] = set()  # names of slots in a handler past its timeout
@@ -245,11 +245,19 @@ class Worker(DatabaseRetry):
         failures = 0
         batch = 1  # grows while jobs are quick, back to 1 after a slow job or when idle
         recorder = Recorder(self.clock.now)
+        ahead = self._claim_ahead()
+        ran = False  # the jobs' runs closed what was old after each job
         try:
             while not self.stopping.is_set():
                 try:
-                    close_old_connections()
-                    jobs = self._claim(batch, recorder)
+                    if not ran:
+                        self._close_old_connections()
+                    ran = False
+                    jobs = []
+                    if ahead is not None and ahead.in_flight:
+                        jobs = self._claimed(*ahead.take(recorder), recorder)
+                    if not jobs:  # found nothing ahead: what the batch left since, maybe
+                        jobs = self._claim(batch, recorder)
                     failures = 0
                 except (DatabaseError, InterfaceError) as exc:
                     failures += 1
@@ -264,17 +272,46 @@ class Worker(DatabaseRetry):
                         if not self.stopping.is_set():
                             self.wake.clear()
                     continue
+                if ahead is not None and batch > 1:  # the last batch was quick
+                    ahead.send(self._prepare_claim(batch, recorder))
                 all_quick = self._run_held(jobs, recorder)
+                ran = True
                 batch = min(batch * 2, self.prefetch) if all_quick else 1
         finally:
+            if ahead is not None:
+                self._close_ahead(ahead, recorder)
             self._flush(recorder)
             connections.close_all()
 
+    def _claim_ahead(self) -> ClaimAhead | None:
+        """A slot's claim-ahead thread: on PostgreSQL, with a prefetch (claims.py)."""
+        if self.prefetch < 2 or connections[database_alias()].vendor != "postgresql":
+            return None
+        return ClaimAhead(
+            threading.current_thread().name, self._send_claim, self._use_persistent_connections
+        )
+
+    def _close_ahead(self, ahead: ClaimAhead, recorder: Recorder) -> None:
+        taken = ahead.close(recorder)
+        if taken is not None:
+            self._give_back(self._claimed(*taken, recorder))
+
     def _claim(self, limit: int, recorder: Recorder) -> list[ClaimedJob]:
+        claim = self._prepare_claim(limit, recorder)
+        try:
+            sent = self._send_claim(claim)
+        except BaseException:
+            recorder.put_back(claim.succeeded)
+            raise
+        return self._claimed(claim, sent, recorder)
+
+    def _prepare_claim(self, limit: int, recorder: Recorder) -> Claim:
+        """The next claim, with the slot's quick successes that its statement writes."""
+        requested = time.monotonic()
         now = self.clock.now()
         # Capped names take a locked, costlier claim: after one that found none of
         # them, leave them out for a poll interval (a wake-up brings them back).
-        include_capped = time.monotonic() >= self._skip_capped_until or self.wake.is_set()
+        include_capped = requested >= self._skip_capped_until or self.wake.is_set()
         request = claim_request(
             self._cutoff or now,
             queues=self.queues,
@@ -283,22 +320,40 @@ class Worker(DatabaseRetry):
             lease_until=now + self.lease,
             include_capped=include_capped,
         )
-        # The slot's quick successes are written by the same statement (PostgreSQL).
-        succeeded = recorder.take()
-        try:
-            jobs, written = write_and_claim(request, [call.job for call in succeeded], now)
-        except BaseException:
-            recorder.put_back(succeeded)
-            raise
-        recorder.announce(succeeded, written)
-        self._drop_held([call.job for call in succeeded])
-        if include_capped and not any(is_capped(job.name) for job in jobs):
-            self._skip_capped_until = time.monotonic() + self.poll_interval
-        slot = threading.current_thread().name
+        return Claim(
+            request,
+            include_capped=include_capped,
+            succeeded=recorder.take(),
+            now=now,
+            slot=threading.current_thread().name,
+            fresh_until=requested + self.lease.total_seconds() / 2,
+        )
+
+    def _send_claim(self, claim: Claim) -> Sent:
+        """Write the claim's successes and claim; the jobs claimed are held (renewed by
+        the heartbeat) from now on. Runs in the slot thread or its claim-ahead thread."""
+        jobs, written = write_and_claim(
+            claim.request, [call.job for call in claim.succeeded], claim.now
+        )
         with self._held_lock:
             for job in jobs:
-                self._held[job.id] = HeldJob(job, new_context(job), slot=slot)
-            noticed = [self._held[i] for i in self._notices.take(job.id for job in jobs)]
+                self._held[job.id] = HeldJob(
+                    job, new_context(job), slot=claim.slot, fresh_until=claim.fresh_until
+                )
+        return jobs, written
+
+    def _claimed(self, claim: Claim, sent: Sent, recorder: Recorder) -> list[ClaimedJob]:
+        """What follows a claim, in the slot thread: the successes it wrote are announced
+        and forgotten, and cancels noticed meanwhile reach the jobs it claimed."""
+        jobs, written = sent
+        recorder.announce(claim.succeeded, written)
+        self._drop_held([call.job for call in claim.succeeded])
+        if claim.include_capped and not any(is_capped(job.name) for job in jobs):
+            self._skip_capped_until = time.monotonic() + self.poll_interval
+        with self._held_lock:
+            noticed = [
+                self._held[i] for i in self._notices.take(job.id for job in jobs) if i in self._held
+            ]
         pass_on_noticed(noticed)  # a cancel notice came between the claim and now
         return jobs
 
@@ -328,11 +383,15 @@ class Worker(DatabaseRetry):
     def _begin_run(self, job: ClaimedJob) -> HeldJob | None:
         """Mark ``job`` started, unless its lease ran out or it was given back
         meanwhile (then None: it is not run)."""
-        definition = registry.get(job.name)
-        timeout = definition.effective_timeout if definition else 0.0
-        if not lease_holds(job, self.clock.now(), self.lease):  # lost while it waited
+        with self._held_lock:
+            held = self._held.get(job.id)
+            # Claimed less than half a lease ago (most jobs): its lease holds, no clock read.
+            fresh = held is not None and time.monotonic() < held.fresh_until
+        if not fresh and not lease_holds(job, self.clock.now(), self.lease):  # lost meanwhile
             self._drop_held([job])
             return None
+        definition = registry.get(job.name)
+        timeout = definition.effective_timeout if definition else 0.0
         with self._held_lock:
             held = self._held.get(job.id)
             if held is None or held.job.token != job.token:
@@ -379,7 +438,7 @@ class Worker(DatabaseRetry):
                     held.deadline = None  # finished: renewed, never "past its timeout"
             else:
                 self._drop_held([job])
-            close_old_connections()
+            self._close_old_connections()
             if held.abandoned:
                 self._returned_late(held)
         return quick
@@ -474,90 +533,6 @@ class Worker(DatabaseRetry):
         if not any(thread.is_alive() for thread in self._helpers):
             self._helpers_stop.close()
 
-    def _heartbeat_loop(self) -> None:
-        self._use_persistent_connections()
-        interval = max(self.lease.total_seconds() / 3, 0.05)
-        while not self._helpers_stop.wait(interval):
-            self._with_database_retry(self._beat, attempts=1)
-        connections.close_all()
-
-    def _beat(self) -> None:
-        now_monotonic = time.monotonic()
-        with self._held_lock:
-            # Every held job, even past its timeout: no run starts while one executes.
-            renewable = [held.job for held in self._held.values()]
-            stuck = [
-                held
-                for held in self._held.values()
-                if held.deadline is not None and held.deadline + self.timeout_grace <= now_monotonic
-            ]
-            overdue = [
-                held
-                for held in self._held.values()
-                if held.deadline is not None
-                and held.deadline <= now_monotonic
-                and not held.abandoned
-            ]
-            held_now = list(self._held.values())
-        for held in overdue:
-            self._abandon(held)
-        if stuck and not self.exit_code:
-            self._exit_stuck(stuck)
-        self._measure_clock()
-        now = self.clock.now()
-        renew_held_leases(renewable, until=now + self.lease)
-        pass_on_cancel_requests(held_now)
-        write_progress(held_now)
-        WorkerRow.objects.using(database_alias()).filter(id=self.id).update(
-            last_seen=now, clock_offset=self.clock.offset
-        )
-        close_old_connections()
-
-    def _abandon(self, held: HeldJob) -> None:
-        """A handler ran past its timeout. Its lease stays renewed (a retry must not
-        start while it executes); it is asked to stop (``cancel_requested``, and
-        cancellation of an ``async def`` handler), its run will fail with
-        ``TimeLimitExceeded`` when it returns, and the jobs its slot claimed with it are
-        given back. Python cannot kill a thread: past ``TIMEOUT_GRACE`` the worker exits
-        (``_exit_stuck``) and its supervisor starts a fresh one."""
-        with self._held_lock:
-            if self._held.get(held.job.id) is not held or held.deadline is None:
-                return  # it returned meanwhile
-            held.abandoned = True
-            self._overran_slots.add(held.slot)
-            batch = [other.job for other in self._held.values() if other.slot == held.slot]
-        job = held.job
-        held.context.request_cancel()
-        logger.error(
-            "Job %s #%s ran past its timeout; it is asked to stop, keeps its lease until it "
-            "returns (its run then fails) and %s takes no new work meanwhile",
-            job.name,
-            job.id,
-            held.slot,
-            extra={"job_id": job.id, "job_name": job.name, "outcome": "timed_out"},
-        )
-        self._give_back(batch)
-        definition = registry.get(job.name)
-        timeout = definition.effective_timeout if definition else 0.0
-        signals.send(signals.job_timed_out, job.name, job=job, timeout=timeout)
-
-    def _exit_stuck(self, stuck: list[HeldJob]) -> None:
-        """Handlers stayed past their timeout and the grace: exit (status ``EXIT_STUCK``)
-        so that the supervisor restarts the worker; the jobs come back once the process
-        is gone and their leases expire, never while they still execute."""
-        self.exit_code = EXIT_STUCK
-        logger.error(
-            "Worker %s: %s handler(s) still running %ss past their timeout "
-            "(CRONQUEUE['TIMEOUT_GRACE']): %s; exiting with status %s for the supervisor "
-            "to restart this worker",
-            self.id,
-            len(stuck),
-            self.timeout_grace,
-            ", ".join(f"{held.job.name} #{held.job.id}" for held in stuck),
-            EXIT_STUCK,
-        )
-        self.stop()
-
     def _listen_loop(self) -> None:
         # Until the helpers stop, not at the first signal: a cancel must reach the
         # handlers that finish during a graceful shutdown.
@@ -569,9 +544,6 @@ class Worker(DatabaseRetry):
             self._notices.add(i for i in job_ids if i not in self._held)
         for context in contexts:
             context.request_cancel()
-
-    def _measure_clock(self) -> None:
-        self.clock.update(dbclock.measure(database_alias()))
 
     def _register(self) -> None:
         def register() -> None:

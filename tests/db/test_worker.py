@@ -210,3 +210,47 @@ def test_an_idle_worker_stops_without_waiting_out_its_poll_heartbeat_or_listener
     assert len(worker._helpers) == expected_helpers
     assert not any(thread.is_alive() for thread in worker._slots + worker._helpers)
     assert returned - stop_requested[0] < 10
+
+
+# --- claims sent ahead (PostgreSQL): worker/claims.py ------------------------------------
+
+
+def test_a_worker_stopped_mid_drain_gives_back_the_jobs_it_claimed_ahead(monkeypatch):
+    """On PostgreSQL a slot running quick jobs has its next claim in flight while it runs
+    a batch. Stopped in the middle of a drain, the worker runs no job after the one that
+    stopped it and gives back every other job it claimed, the ones claimed ahead
+    included: none stays running, none ran twice, none is lost."""
+    from django_cronqueue.worker.claims import ClaimAhead
+
+    sent_ahead = []
+    real_send = ClaimAhead.send
+    monkeypatch.setattr(
+        ClaimAhead, "send", lambda self, claim: (sent_ahead.append(1), real_send(self, claim))
+    )
+    worker = RunjobsWorker(mode="burst")
+    ran = []
+
+    @jobs.job(name="tests.worker.stops_its_worker")
+    def stops_its_worker(n: int) -> None:
+        ran.append(n)
+        if n == 150:
+            worker.stop()
+
+    try:
+        jobs.enqueue_many(stops_its_worker, [{"n": n} for n in range(400)])
+        assert worker.run() == 0
+    finally:
+        registry.unregister("tests.worker.stops_its_worker")
+
+    assert ran == list(range(151))  # in claim order, each once, none after the stop
+    rows = Job.objects.order_by("pk")
+    assert not rows.filter(status="running").exists()
+    assert [row.payload["n"] for row in rows.filter(status="succeeded")] == ran
+    assert set(rows.filter(status="succeeded").values_list("attempts", flat=True)) == {1}
+    given_back = rows.filter(status="pending")
+    assert given_back.count() == 400 - 151
+    assert set(given_back.values_list("attempts", "lock_token")) == {(0, None)}
+    if connection.vendor == "postgresql":
+        assert sent_ahead  # the drain had claims in flight while it ran
+    else:
+        assert not sent_ahead
