@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from . import history
 from .conf import database_alias, get_settings, max_clock_skew
 from .lifecycle import lose_lease
-from .models import Batch, FlowLock, Job, JobStart, JobStatus, Worker
+from .models import Batch, FlowLock, Job, JobDependency, JobStart, JobStatus, Worker
 from .registry import registry
 
 EXPIRED_BATCH = 500
@@ -159,8 +159,24 @@ def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int
                 .values_list("id", *history.ROW_FIELDS)[:batch_size]
             )
             if rows:
-                count, _ = _jobs().filter(id__in=[row[0] for row in rows]).delete()
-                deleted += count
+                deleted += _delete_jobs([row[0] for row in rows])
                 history.uncount([row[1:] for row in rows], counted_until)
         if len(rows) < batch_size:
             return deleted
+
+
+def _delete_jobs(ids: list[int]) -> int:
+    """Delete these job rows and what points at them, as ``QuerySet.delete()`` would
+    (dependency links cascade, a batch's callback is set to NULL), with one statement
+    per table: ``delete()`` loads every row as a model instance first, because jobs are
+    pointed at, which made a prune of millions of rows take half an hour."""
+    alias = database_alias()
+    links = JobDependency.objects.using(alias)
+    links.filter(Q(upstream_id__in=ids) | Q(downstream_id__in=ids)).delete()
+    batches = Batch.objects.using(alias)
+    batches.filter(then_job_id__in=ids).update(then_job=None)
+    batches.filter(finally_job_id__in=ids).update(finally_job=None)
+    table = connections[alias].ops.quote_name(Job._meta.db_table)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+        return int(cursor.rowcount)

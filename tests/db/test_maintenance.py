@@ -212,3 +212,29 @@ def test_a_finished_batch_is_pruned_with_the_last_of_its_jobs():
     assert set(Batch.objects.values_list("pk", flat=True)) == {kept.pk, unfinished.pk}
     assert not Batch.objects.filter(pk=done.pk).exists()
     assert list(Job.objects.filter(batch=kept).values_list("status", flat=True)) == ["failed"]
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": None})
+def test_pruned_jobs_take_their_workflow_links_along_and_their_batch_keeps_a_null_callback():
+    """What ``QuerySet.delete()`` did, one statement per table: a pruned job's dependency
+    links go with it, and a batch that outlives its pruned callback (a failed member is
+    kept) points at no callback instead of a missing row."""
+    from django_cronqueue.models import JobDependency
+
+    jobs.chain(test_jobs.record.s(key="first"), test_jobs.record.s(key="second")).enqueue()
+    batch = (
+        jobs.group([test_jobs.fails_now.s(key="x")])
+        .finally_(test_jobs.record.s(key="after"))
+        .enqueue()
+    )
+    while jobs.tick().claimed:
+        pass
+    assert JobDependency.objects.count() == 1
+    assert Batch.objects.get(pk=batch.pk).finally_job_id is not None
+
+    assert maintenance.prune(timezone.now() + dt.timedelta(hours=1)) == 3
+
+    assert list(Job.objects.values_list("status", flat=True)) == ["failed"]
+    assert not JobDependency.objects.exists()
+    kept = Batch.objects.get(pk=batch.pk)
+    assert kept.finally_job_id is None
