@@ -1,6 +1,6 @@
-"""The ``runjobs`` worker: ``Worker`` (``loop``) claims (``claims``), renews leases
-(``heartbeat``) and records outcomes; its pool runs the handlers: slot threads, child
-processes (``processes``) or one event loop (``asyncio_pool``)."""
+"""The ``runjobs`` worker: ``Worker`` (``loop``) claims, renews leases (``heartbeat``)
+and records outcomes; its pool runs the handlers: slot threads, child processes
+(``processes``) or one event loop (``asyncio_pool``)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,6 @@ from ..registry import registry
 from ..storage_watch import StorageWatch
 from ..stranded_watch import StrandedWatch
 from ..ticks import Housekeeping
-from .claims import Claim, ClaimAhead, Sent
 from .heartbeat import Heartbeat
 
 logger = logging.getLogger("django_cronqueue")
@@ -245,7 +244,6 @@ class Worker(Heartbeat):
         failures = 0
         batch = 1  # grows while jobs are quick, back to 1 after a slow job or when idle
         recorder = Recorder(self.clock.now)
-        ahead = self._claim_ahead()
         ran = False  # the jobs' runs closed what was old after each job
         try:
             while not self.stopping.is_set():
@@ -253,11 +251,7 @@ class Worker(Heartbeat):
                     if not ran:
                         self._close_old_connections()
                     ran = False
-                    jobs = []
-                    if ahead is not None and ahead.in_flight:
-                        jobs = self._claimed(*ahead.take(recorder), recorder)
-                    if not jobs:  # found nothing ahead: what the batch left since, maybe
-                        jobs = self._claim(batch, recorder)
+                    jobs = self._claim(batch, recorder)
                     failures = 0
                 except (DatabaseError, InterfaceError) as exc:
                     failures += 1
@@ -272,41 +266,14 @@ class Worker(Heartbeat):
                         if not self.stopping.is_set():
                             self.wake.clear()
                     continue
-                if ahead is not None and batch > 1:  # the last batch was quick
-                    ahead.send(self._prepare_claim(batch, recorder))
                 all_quick = self._run_held(jobs, recorder)
                 ran = True
                 batch = min(batch * 2, self.prefetch) if all_quick else 1
         finally:
-            if ahead is not None:
-                self._close_ahead(ahead, recorder)
             self._flush(recorder)
             connections.close_all()
 
-    def _claim_ahead(self) -> ClaimAhead | None:
-        """A slot's claim-ahead thread: on PostgreSQL, with a prefetch (claims.py)."""
-        if self.prefetch < 2 or connections[database_alias()].vendor != "postgresql":
-            return None
-        return ClaimAhead(
-            threading.current_thread().name, self._send_claim, self._use_persistent_connections
-        )
-
-    def _close_ahead(self, ahead: ClaimAhead, recorder: Recorder) -> None:
-        taken = ahead.close(recorder)
-        if taken is not None:
-            self._give_back(self._claimed(*taken, recorder))
-
     def _claim(self, limit: int, recorder: Recorder) -> list[ClaimedJob]:
-        claim = self._prepare_claim(limit, recorder)
-        try:
-            sent = self._send_claim(claim)
-        except BaseException:
-            recorder.put_back(claim.succeeded)
-            raise
-        return self._claimed(claim, sent, recorder)
-
-    def _prepare_claim(self, limit: int, recorder: Recorder) -> Claim:
-        """The next claim, with the slot's quick successes that its statement writes."""
         requested = time.monotonic()
         now = self.clock.now()
         # Capped names take a locked, costlier claim: after one that found none of
@@ -320,40 +287,25 @@ class Worker(Heartbeat):
             lease_until=now + self.lease,
             include_capped=include_capped,
         )
-        return Claim(
-            request,
-            include_capped=include_capped,
-            succeeded=recorder.take(),
-            now=now,
-            slot=threading.current_thread().name,
-            fresh_until=requested + self.lease.total_seconds() / 2,
-        )
-
-    def _send_claim(self, claim: Claim) -> Sent:
-        """Write the claim's successes and claim; the jobs claimed are held (renewed by
-        the heartbeat) from now on. Runs in the slot thread or its claim-ahead thread."""
-        jobs, written = write_and_claim(
-            claim.request, [call.job for call in claim.succeeded], claim.now
-        )
+        # The slot's quick successes are written by the same statement (PostgreSQL).
+        succeeded = recorder.take()
+        try:
+            jobs, written = write_and_claim(request, [call.job for call in succeeded], now)
+        except BaseException:
+            recorder.put_back(succeeded)
+            raise
+        recorder.announce(succeeded, written)
+        self._drop_held([call.job for call in succeeded])
+        if include_capped and not any(is_capped(job.name) for job in jobs):
+            self._skip_capped_until = time.monotonic() + self.poll_interval
+        slot = threading.current_thread().name
+        fresh_until = requested + self.lease.total_seconds() / 2
         with self._held_lock:
             for job in jobs:
                 self._held[job.id] = HeldJob(
-                    job, new_context(job), slot=claim.slot, fresh_until=claim.fresh_until
+                    job, new_context(job), slot=slot, fresh_until=fresh_until
                 )
-        return jobs, written
-
-    def _claimed(self, claim: Claim, sent: Sent, recorder: Recorder) -> list[ClaimedJob]:
-        """What follows a claim, in the slot thread: the successes it wrote are announced
-        and forgotten, and cancels noticed meanwhile reach the jobs it claimed."""
-        jobs, written = sent
-        recorder.announce(claim.succeeded, written)
-        self._drop_held([call.job for call in claim.succeeded])
-        if claim.include_capped and not any(is_capped(job.name) for job in jobs):
-            self._skip_capped_until = time.monotonic() + self.poll_interval
-        with self._held_lock:
-            noticed = [
-                self._held[i] for i in self._notices.take(job.id for job in jobs) if i in self._held
-            ]
+            noticed = [self._held[i] for i in self._notices.take(job.id for job in jobs)]
         pass_on_noticed(noticed)  # a cancel notice came between the claim and now
         return jobs
 
