@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from typing import Any
 
 from django.db import connections, transaction
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from . import history
 from .conf import database_alias, get_settings, max_clock_skew
+from .cursors import fast_cursor
 from .lifecycle import lose_lease
 from .models import Batch, FlowLock, Job, JobDependency, JobStart, JobStatus, Worker
 from .registry import registry
@@ -168,15 +170,24 @@ def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int
 def _delete_jobs(ids: list[int]) -> int:
     """Delete these job rows and what points at them, as ``QuerySet.delete()`` would
     (dependency links cascade, a batch's callback is set to NULL), with one statement
-    per table: ``delete()`` loads every row as a model instance first, because jobs are
-    pointed at, which made a prune of millions of rows take half an hour."""
+    per table, and none for a table that is empty (a site that uses no workflows):
+    ``delete()`` loads every row as a model instance first, because jobs are pointed at,
+    which made a prune of millions of rows take half an hour."""
     alias = database_alias()
     links = JobDependency.objects.using(alias)
-    links.filter(Q(upstream_id__in=ids) | Q(downstream_id__in=ids)).delete()
+    if links.exists():
+        links.filter(Q(upstream_id__in=ids) | Q(downstream_id__in=ids)).delete()
     batches = Batch.objects.using(alias)
-    batches.filter(then_job_id__in=ids).update(then_job=None)
-    batches.filter(finally_job_id__in=ids).update(finally_job=None)
-    table = connections[alias].ops.quote_name(Job._meta.db_table)
-    with connections[alias].cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+    if batches.exists():
+        batches.filter(then_job_id__in=ids).update(then_job=None)
+        batches.filter(finally_job_id__in=ids).update(finally_job=None)
+    connection = connections[alias]
+    table = connection.ops.quote_name(Job._meta.db_table)
+    params: list[Any]
+    if connection.vendor == "postgresql":  # one array parameter, not a thousand
+        where, params = "id = ANY(%s)", [ids]
+    else:
+        where, params = f"id IN ({', '.join(['%s'] * len(ids))})", list(ids)
+    with fast_cursor(connection) as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE {where}", params)
         return int(cursor.rowcount)
