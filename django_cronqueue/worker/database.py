@@ -18,21 +18,10 @@ MAX_DB_BACKOFF = 30.0
 
 
 class DatabaseRetry:
-    """Mixed into ``Worker``: needs ``id``, the ``stopping`` event and ``_threads``, a
-    ``threading.local()`` of its own."""
+    """Mixed into ``Worker``: needs ``id`` and the ``stopping`` event."""
 
     id: str
     stopping: threading.Event
-    _threads: threading.local
-
-    def _close_old_connections(self) -> None:
-        """``django.db.close_old_connections()`` for this thread (after each job), with
-        the thread's connection wrappers looked up once instead of on every call."""
-        wrappers = getattr(self._threads, "wrappers", None)
-        if wrappers is None:
-            wrappers = self._threads.wrappers = [connections[alias] for alias in connections]
-        for wrapper in wrappers:
-            wrapper.close_if_unusable_or_obsolete()
 
     def _wait_for_database(self) -> bool:
         failures = 0

@@ -29,6 +29,7 @@ from django.db import (
     DataError,
     IntegrityError,
     InterfaceError,
+    close_old_connections,
     connections,
 )
 
@@ -95,7 +96,6 @@ class Worker(Heartbeat):
         self._wake_lock = threading.Lock()  # stop() against a slot clearing wake
         self._held: dict[int, HeldJob] = {}
         self._held_lock = threading.Lock()
-        self._threads = threading.local()  # each thread's connection wrappers
         self._notices = CancelNotices()  # cancels of jobs not held (yet), by the listener
         self._slots: list[threading.Thread] = []
         self._overran_slots: set[str] = set()  # names of slots in a handler past its timeout
@@ -249,7 +249,7 @@ class Worker(Heartbeat):
             while not self.stopping.is_set():
                 try:
                     if not ran:
-                        self._close_old_connections()
+                        close_old_connections()
                     ran = False
                     jobs = self._claim(batch, recorder)
                     failures = 0
@@ -390,7 +390,7 @@ class Worker(Heartbeat):
                     held.deadline = None  # finished: renewed, never "past its timeout"
             else:
                 self._drop_held([job])
-            self._close_old_connections()
+            close_old_connections()
             if held.abandoned:
                 self._returned_late(held)
         return quick
