@@ -27,6 +27,20 @@ VALUES = [
 ]
 
 
+def at_fixed_offsets(value):
+    """``value`` with each aware datetime at its own UTC offset instead of its zone: what
+    a round trip keeps (the instant and the offset). Python never finds a zone's datetime
+    in a repeated or skipped hour equal to one of another zone (PEP 495), even at the
+    same instant, so the zone itself cannot be compared."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.replace(tzinfo=dt.timezone(value.utcoffset()))
+    if isinstance(value, list):
+        return [at_fixed_offsets(item) for item in value]
+    if isinstance(value, dict):
+        return {key: at_fixed_offsets(item) for key, item in value.items()}
+    return value
+
+
 def through_json(value):
     return typedjson.decode(json.loads(json.dumps(typedjson.encode(value))))
 
@@ -92,5 +106,5 @@ def test_a_dict_that_reads_as_a_tag_must_be_a_valid_one():
 )
 def test_any_mix_round_trips(value):
     back = through_json(value)
-    assert back == value
+    assert back == at_fixed_offsets(value)
     assert repr(back).count("datetime.date(") == repr(value).count("datetime.date(")
