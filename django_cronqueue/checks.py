@@ -77,6 +77,11 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         lambda v: v is None or (_is_int(v) and v >= 1),
         "an integer >= 1, or None to never warn",
     ),
+    "PREPARED_STATEMENTS": (
+        "E047",
+        lambda v: v is None or isinstance(v, bool),
+        "True, False, or None to prepare unless DISABLE_SERVER_SIDE_CURSORS is set",
+    ),
 }
 
 MINIMUM_VERSIONS = {"sqlite": (3, 35), "postgresql": (13,), "mysql": (8, 0), "mariadb": (10, 6)}

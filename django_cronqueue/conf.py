@@ -34,6 +34,9 @@ class CronQueueSettings:
     PRUNE_BATCH_SIZE: int = 1000
     MAX_PAYLOAD_BYTES: int = 1_000_000
     WORKER_CONN_MAX_AGE: float | None = 600
+    # PostgreSQL: prepare the worker's claim statements once per connection. None: yes,
+    # unless the alias sets DISABLE_SERVER_SIDE_CURSORS (a pooler in transaction mode).
+    PREPARED_STATEMENTS: bool | None = None
     MAX_CLOCK_SKEW: float | None = None  # None: a third of LEASE (see max_clock_skew)
     POOL: str = "threads"  # runjobs' default --pool: threads, processes or asyncio
     # Seconds a thread-pool handler may stay past its timeout before the worker exits

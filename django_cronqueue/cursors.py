@@ -1,23 +1,42 @@
-"""Cursors for the hot statements: parameters sent apart from the statement on PostgreSQL.
+"""Cursors for the hot statements: parameters sent apart from the statement on PostgreSQL,
+and the worker's claims prepared once per connection.
 
 Django's psycopg 3 backend binds parameters on the client by default (``ClientCursor``):
 each execution quotes every value into the SQL text in Python. The statements that run
 for every job (enqueue, claim, claim-and-complete) send their values separately instead
-(psycopg's server-side binding; Django turns psycopg's automatic preparation off, so the
-statements stay unnamed and connection poolers in transaction mode are unaffected), which
-saves about 15% of a single enqueue's time. The cursor is still Django's wrapper: database
-errors become ``django.db`` exceptions, ``execute_wrapper()`` hooks and query logging
-(``DEBUG``, ``CaptureQueriesContext``) see the statement.
+(psycopg's server-side binding), which saves about 15% of a single enqueue's time.
+
+The claims are also *prepared* (``fast_cursor(connection, prepared=True)``): the server
+parses and plans each one once per connection instead of once per claim, which took a
+third of a claim's time (docs/performance.md). Django turns psycopg's automatic
+preparation off (``prepare_threshold=None``), and psycopg then prepares nothing even
+when asked; so the first prepared cursor on a connection sets a threshold no other query
+reaches, which leaves the site's own statements unprepared as before. Preparation is
+off where the connection may go through a pooler in transaction mode, whose server
+sessions do not keep a client's prepared statements (``PREPARED_STATEMENTS`` in
+docs/settings.md). The cursor is still Django's wrapper: database errors become
+``django.db`` exceptions, ``execute_wrapper()`` hooks and query logging (``DEBUG``,
+``CaptureQueriesContext``, under which nothing is prepared) see the statement.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
+from typing import Any
+
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
+from .conf import get_settings
 
-def fast_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
-    """A Django cursor on ``connection``; server-side binding on PostgreSQL with psycopg 3."""
+# A prepare_threshold no statement reaches: psycopg prepares only what is asked for.
+ONLY_WHEN_ASKED = sys.maxsize
+
+
+def fast_cursor(connection: BaseDatabaseWrapper, *, prepared: bool = False) -> CursorWrapper:
+    """A Django cursor on ``connection``; server-side binding on PostgreSQL with psycopg 3,
+    and with ``prepared`` every statement it runs prepared (where ``prepares`` allows)."""
     if connection.vendor != "postgresql" or not _is_psycopg3(connection):
         return connection.cursor()
     import psycopg
@@ -26,14 +45,46 @@ def fast_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     connection.ensure_connection()
     connection.validate_thread_sharing()
     with connection.wrap_database_errors:
-        cursor = psycopg.Cursor(connection.connection)
+        raw = connection.connection
+        # Django's query log (DEBUG, CaptureQueriesContext) reads the text of a statement
+        # from psycopg's last unprepared execution: a logged cursor prepares nothing.
+        if prepared and not connection.queries_logged and prepares(connection):
+            if raw.prepare_threshold is None:
+                raw.prepare_threshold = ONLY_WHEN_ASKED
+            cursor: psycopg.Cursor[Any] = _preparing_cursor_class()(raw)
+        else:
+            cursor = psycopg.Cursor(raw)
     # django-stubs types these as taking a CursorWrapper; they wrap the driver's cursor.
     if connection.queries_logged:
         return connection.make_debug_cursor(cursor)  # type: ignore[arg-type]
     return connection.make_cursor(cursor)  # type: ignore[arg-type]
 
 
+def prepares(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the worker's claims are prepared on ``connection``: ``PREPARED_STATEMENTS``,
+    or when it is None (the default), unless the alias sets Django's
+    ``DISABLE_SERVER_SIDE_CURSORS``, which Django asks of sites behind a transaction pooler."""
+    setting = get_settings().PREPARED_STATEMENTS
+    if setting is not None:
+        return setting
+    return not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False)
+
+
 def _is_psycopg3(connection: BaseDatabaseWrapper) -> bool:
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
     return is_psycopg3
+
+
+@functools.cache
+def _preparing_cursor_class() -> type[Any]:
+    import psycopg
+
+    class PreparingCursor(psycopg.Cursor):
+        """psycopg's cursor, preparing every statement it executes (unless told not to)."""
+
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            options.setdefault("prepare", True)
+            return super().execute(query, params, **options)
+
+    return PreparingCursor

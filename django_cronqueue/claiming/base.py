@@ -106,11 +106,13 @@ def due_filter(
     the pause filter to the caller.
     """
     # Blocked rows (a workflow's jobs waiting for others) are pending but never claimed;
-    # "blocked = %s" (not "NOT blocked") keeps MySQL on the claim index's prefix too. The
-    # status is a literal: on PostgreSQL the claim index covers pending rows only
+    # "blocked = FALSE" (not "NOT blocked") keeps MySQL on the claim index's prefix too.
+    # The status is a literal: on PostgreSQL the claim index covers pending rows only
     # (migration 0014), and a planner proves that from a literal whatever the binding.
-    params: list[Any] = [False, request.now]
-    pending = f"status = '{JobStatus.PENDING}' AND blocked = %s AND run_at <= %s"
+    # Constants are literals (here and in the SET clauses below): only the values that
+    # change between claims are parameters, so that a prepared claim gets a generic plan.
+    params: list[Any] = [request.now]
+    pending = f"status = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
     if names_as_array:
         sql = f"{pending} AND name = ANY(%s::text[])"
         params.append(list(names))
@@ -144,13 +146,20 @@ ORDER = "ORDER BY priority DESC, run_at, id"
 
 def claim_set_clause() -> str:
     return (
-        "status = %s, attempts = attempts + 1, locked_until = %s, lock_token = %s, "
-        "worker_id = %s, started_at = %s"
+        f"status = '{JobStatus.RUNNING}', attempts = attempts + 1, locked_until = %s, "
+        "lock_token = %s, worker_id = %s, started_at = %s"
     )
 
 
 def claim_set_params(request: ClaimRequest) -> list[Any]:
-    return [JobStatus.RUNNING, request.lease_until, request.token, request.worker_id, request.now]
+    return [request.lease_until, request.token, request.worker_id, request.now]
+
+
+def limit_clause(request: ClaimRequest) -> str:
+    """``LIMIT n`` as a literal: a prepared claim whose LIMIT is a parameter never gets
+    a generic plan on PostgreSQL (the planner cannot cost it), so it is planned every
+    time. A slot asks for a handful of sizes (1, 2, 4, 8, PREFETCH), one statement each."""
+    return f"LIMIT {int(request.limit)}"
 
 
 # A claimed row that succeeded (the batched form: no result to store).
@@ -161,13 +170,13 @@ def claim_set_params(request: ClaimRequest) -> list[Any]:
 PLAIN_SUCCESS = " AND has_downstream = FALSE"
 
 SUCCEEDED_SET = (
-    "status = %s, finished_at = %s, locked_until = NULL, lock_token = NULL, "
-    "active_dedupe_key = NULL"
+    f"status = '{JobStatus.SUCCEEDED}', finished_at = %s, locked_until = NULL, "
+    "lock_token = NULL, active_dedupe_key = NULL"
 )
 
 
 def succeeded_set_params(finished_at: dt.datetime) -> list[Any]:
-    return [JobStatus.SUCCEEDED, finished_at]
+    return [finished_at]
 
 
 def is_postgresql(connection: BaseDatabaseWrapper) -> bool:
@@ -373,11 +382,11 @@ def claim_returning(
     where, params = due_filter(request, request.names, names_as_array=is_postgresql(connection))
     sql = (
         f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
-        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{row_lock}"
+        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} {limit_clause(request)}{row_lock}"
         f") RETURNING {RETURNED_COLUMNS}"
     )
-    with fast_cursor(connection) as cursor:
-        cursor.execute(sql, adapt(connection, [*claim_set_params(request), *params, request.limit]))
+    with fast_cursor(connection, prepared=True) as cursor:
+        cursor.execute(sql, adapt(connection, [*claim_set_params(request), *params]))
         rows = cursor.fetchall()
     return [row_to_job(row, request.token, claimed=True) for row in rows]
 

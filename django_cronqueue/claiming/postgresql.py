@@ -35,6 +35,7 @@ from .base import (
     claim_set_params,
     claim_two_step,
     due_filter,
+    limit_clause,
     read_committed_transaction,
     row_to_job,
     succeeded_set_params,
@@ -115,25 +116,22 @@ def complete_and_claim(
     where, params = due_filter(request, request.names, names_as_array=True)
     padding = ", ".join(["NULL"] * (RETURNED_COLUMNS.count(",")))
     sql = (
-        f"WITH done AS (UPDATE {TABLE} SET {SUCCEEDED_SET} WHERE status = %s AND (id, lock_token) "
-        f"IN (SELECT * FROM unnest(%s::bigint[], %s::text[])){PLAIN_SUCCESS} RETURNING id), "
+        f"WITH done AS (UPDATE {TABLE} SET {SUCCEEDED_SET} WHERE status = '{JobStatus.RUNNING}' "
+        "AND (id, lock_token) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))"
+        f"{PLAIN_SUCCESS} RETURNING id), "
         f"claimed AS (UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
-        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{ROW_LOCK}"
+        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} {limit_clause(request)}{ROW_LOCK}"
         f") RETURNING {RETURNED_COLUMNS}) "
         f"SELECT FALSE, {RETURNED_COLUMNS} FROM claimed "
         f"UNION ALL SELECT TRUE, id, {padding} FROM done"
     )
     done_params = [
         *succeeded_set_params(finished_at),
-        JobStatus.RUNNING,
         [job.id for job in succeeded],
         [job.token for job in succeeded],
     ]
-    with fast_cursor(connection) as cursor:
-        cursor.execute(
-            sql,
-            adapt(connection, [*done_params, *claim_set_params(request), *params, request.limit]),
-        )
+    with fast_cursor(connection, prepared=True) as cursor:
+        cursor.execute(sql, adapt(connection, [*done_params, *claim_set_params(request), *params]))
         rows = cursor.fetchall()
     claimed = [row_to_job(row[1:], request.token, claimed=True) for row in rows if not row[0]]
     return claimed, {row[1] for row in rows if row[0]}

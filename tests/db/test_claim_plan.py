@@ -178,3 +178,71 @@ def test_the_expired_leases_query_walks_an_index_of_running_rows(history):
     # With no running row, either index of running rows only is as good: both are empty.
     assert index_names(plan) & {RUNNING_INDEX, "cronqueue_job_flow"}
     assert all(node_type != "Seq Scan" for node_type, _ in scans_of_job_table(plan))
+
+
+def prepared_claims() -> list[tuple[str, int, int]]:
+    """(name, generic plans, custom plans) of this session's prepared claim statements."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE %s",
+            ["%SKIP LOCKED%"],
+        )
+        return list(cursor.fetchall())
+
+
+def test_a_claim_is_prepared_once_per_connection_and_its_generic_plan_walks_the_claim_index(
+    history,
+):
+    """The worker's claim is prepared: after PostgreSQL's five custom plans it runs on one
+    generic plan, not parsed and planned again per claim (docs/performance.md), and that
+    plan, made without the parameters' values, still walks the claim index."""
+    connection.close()  # a session of its own: nothing prepared yet
+    statement = captured_claim_statement(lambda: claim(request(10), using=database_alias()))
+    for _ in range(7):
+        assert len(claim(request(10), using=database_alias())) == 10
+    [(name, generic_plans, custom_plans)] = prepared_claims()
+    assert custom_plans == 5 and generic_plans == 3
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            cursor.execute(
+                f"EXPLAIN (FORMAT JSON) EXECUTE {name}({', '.join(['%s'] * len(statement[1]))})",
+                statement[1],
+            )
+            [[plan]] = cursor.fetchall()
+        finally:
+            cursor.execute("RESET plan_cache_mode")
+    scans = scans_of_job_table((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+    assert ("Index Scan", CLAIM_INDEX) in scans or ("Index Only Scan", CLAIM_INDEX) in scans
+    assert all(node_type != "Seq Scan" for node_type, _ in scans), scans
+
+
+@pytest.mark.parametrize("setting", [{"PREPARED_STATEMENTS": False}, {}])
+def test_a_claim_is_not_prepared_when_the_settings_say_a_pooler_may_not_keep_it(
+    history, settings, setting
+):
+    """PREPARED_STATEMENTS=False, or (at its default) Django's DISABLE_SERVER_SIDE_CURSORS,
+    which Django asks of sites behind a pooler in transaction mode: nothing is prepared,
+    and the site's own queries on that connection are never prepared either way."""
+    connection.close()
+    settings.CRONQUEUE = setting
+    connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = not setting
+    try:
+        for _ in range(7):
+            assert len(claim(request(10), using=database_alias())) == 10
+    finally:
+        connection.settings_dict.pop("DISABLE_SERVER_SIDE_CURSORS")
+    assert prepared_claims() == []
+
+
+def test_the_sites_own_statements_on_a_workers_connection_stay_unprepared(history):
+    connection.close()
+    claim(request(10), using=database_alias())
+    for _ in range(10):
+        Job.objects.filter(status=JobStatus.PENDING).count()
+        list(Job.objects.raw(f"SELECT id FROM {Job._meta.db_table} WHERE id = %s", [1]))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        statements = [row[0] for row in cursor.fetchall()]
+    assert len(statements) == 1 and "SKIP LOCKED" in statements[0]

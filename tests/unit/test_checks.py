@@ -51,6 +51,7 @@ VALID = {
     "MAX_MEMORY_PER_CHILD": None,
     "WARN_TRANSACTION_AGE": 0.5,
     "WARN_DEAD_TUPLES": None,
+    "PREPARED_STATEMENTS": True,
 }
 
 
@@ -109,6 +110,7 @@ BAD_VALUES = [
     ("DISCOVER", "E022", ["tasks", ["jobs", ""], ["my-tasks"], [None], ("jobs.",), None]),
     ("WARN_TRANSACTION_AGE", "E045", [0, -1, "300", True, math.nan, math.inf]),
     ("WARN_DEAD_TUPLES", "E046", [0, -1, 1e6, "1000000", True]),
+    ("PREPARED_STATEMENTS", "E047", [1, 0, "yes", "false"]),
 ]
 
 
