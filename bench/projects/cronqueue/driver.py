@@ -18,6 +18,19 @@ def system(vendor: str) -> System:
             Drain("c2", "--concurrency 2", "one", ("--concurrency", "2")),
             Drain("c4", "--concurrency 4", "one", ("--concurrency", "4")),
             Drain(
+                "p50",
+                "PREFETCH 50",
+                "one",
+                env={"BENCH_CRONQUEUE": '{"PREFETCH": 50}'},
+            ),
+            Drain(
+                "c2p50",
+                "--concurrency 2, PREFETCH 50",
+                "one",
+                ("--concurrency", "2"),
+                env={"BENCH_CRONQUEUE": '{"PREFETCH": 50}'},
+            ),
+            Drain(
                 "c4p50",
                 "--concurrency 4, PREFETCH 50",
                 "one",
