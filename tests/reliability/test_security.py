@@ -156,14 +156,17 @@ SAFE_NAMES = {
     "padding",  # claiming/postgresql.py: "NULL, NULL, ..."
     "sql", "alias", "col", "table",  # dashboard: compiled ORM SQL and quoted names
 }  # fmt: skip
-SAFE_CALLS = {"placeholders", "claim_set_clause", "quote_name", "quote"}
+# limit_clause(): "LIMIT " and an int() of the claim's size.
+SAFE_CALLS = {"placeholders", "claim_set_clause", "limit_clause", "quote_name", "quote"}
 
 
 def splice_is_safe(value: ast.expr) -> bool:
     if isinstance(value, ast.Name):
         return value.id in SAFE_NAMES or re.fullmatch(r"[A-Z][A-Z0-9_]*", value.id) is not None
     if isinstance(value, ast.Attribute):
-        return value.attr == "db_table"  # Model._meta.db_table
+        # Model._meta.db_table, or a member of the JobStatus enum (fixed words)
+        is_status = isinstance(value.value, ast.Name) and value.value.id == "JobStatus"
+        return value.attr == "db_table" or is_status
     if isinstance(value, ast.Call):
         name = called_name(value)
         if name == "join":
