@@ -123,7 +123,7 @@ def parse_args() -> argparse.Namespace:
                          help="two git commits or branches ('.' = the working tree)")  # fmt: skip
     compare.add_argument("--rounds", type=int, default=5, help="alternating rounds (median); 5")
     compare.add_argument("--drains", default="default,2proc", metavar="KEYS",
-                         help="drains to compare: default, c2, c4, p50, c2p50, c4p50, 2proc")  # fmt: skip
+                         help="default, c2, c4, p50, c2p50, c4p50, 2proc")  # fmt: skip
     compare.add_argument("--ceiling", action="store_true",
                          help="measure the pgbench ceiling in every round (ratios)")  # fmt: skip
     compare.add_argument("--startup", action="store_true",
