@@ -79,12 +79,23 @@ def _is_psycopg3(connection: BaseDatabaseWrapper) -> bool:
 @functools.cache
 def _preparing_cursor_class() -> type[Any]:
     import psycopg
+    from psycopg.pq import TransactionStatus
 
     class PreparingCursor(psycopg.Cursor):
         """psycopg's cursor, preparing every statement it executes (unless told not to)."""
 
         def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
             options.setdefault("prepare", True)
-            return super().execute(query, params, **options)
+            try:
+                return super().execute(query, params, **options)
+            except psycopg.errors.FeatureNotSupported:
+                # "cached plan must not change result type": a migration changed a column
+                # the statement returns since it was prepared. Outside a transaction
+                # nothing ran: forget this session's prepared statements (psycopg clears
+                # its own record of them on DEALLOCATE ALL) and run it again, prepared anew.
+                if self.connection.info.transaction_status != TransactionStatus.IDLE:
+                    raise
+                self.connection.execute("DEALLOCATE ALL")
+                return super().execute(query, params, **options)
 
     return PreparingCursor

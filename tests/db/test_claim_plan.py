@@ -246,3 +246,28 @@ def test_the_sites_own_statements_on_a_workers_connection_stay_unprepared(histor
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         statements = [row[0] for row in cursor.fetchall()]
     assert len(statements) == 1 and "SKIP LOCKED" in statements[0]
+
+
+def test_a_claim_prepared_before_a_migration_changed_a_returned_column_runs_again(history):
+    """A migration that changes the type of a column the claim returns, run while a worker
+    holds the claim prepared: PostgreSQL refuses the old plan ("cached plan must not change
+    result type"); the claim is prepared anew and runs, with no error."""
+    import psycopg
+
+    connection.close()
+    assert len(claim(request(10), using=database_alias())) == 10
+    params = connection.get_connection_params()
+    table = Job._meta.db_table
+    with psycopg.connect(**params, autocommit=True) as other:
+        other.execute(f"ALTER TABLE {table} ALTER COLUMN traceparent TYPE varchar(300)")
+    try:
+        assert len(claim(request(10), using=database_alias())) == 10
+        [(_, _, custom_plans)] = prepared_claims()
+        assert custom_plans == 1  # the one prepared after the change
+    finally:
+        connection.close()
+        with psycopg.connect(**params, autocommit=True) as other:
+            field = Job._meta.get_field("traceparent")
+            other.execute(
+                f"ALTER TABLE {table} ALTER COLUMN traceparent TYPE varchar({field.max_length})"
+            )
