@@ -41,6 +41,14 @@ makes one and starts PostgreSQL); it (re)creates the database ``bench_scale``:
         --history 0,1000000,20000000 --prune 5000000    # about 20 GB of disk
     .venv/bin/python bench/scale.py --only dynamic
 
+``--vendor mariadb`` or ``--vendor sqlite`` runs the **history** measurement (only) on that
+database instead, through the same drain and ``claim_due`` (its processes get ``BENCH_DB``
+and ``BENCH_DB_NAME``): MariaDB's ``bench_scale`` (utf8mb4) or SQLite's
+``bench/results/bench_scale.sqlite3``, (re)created, the history filled by one statement per
+size (the SEQUENCE engine's ``seq_0_to_<n>``, a recursive CTE), then ``ANALYZE``:
+
+    .venv/bin/python bench/scale.py --only history --vendor mariadb --history 0,1000000
+
 It prints the figures and the targets, writes them to ``bench/results/scale-<time>.json``
 and exits 1 when a target is missed.
 """
@@ -84,6 +92,7 @@ MATERIALIZE_TARGET_S = 2.0
 MEASUREMENTS = ("history", "pruning", "schedules", "dynamic")
 CHURN_MODES = ("churn", "held-transaction")  # run only when named
 CHURN_DATABASE = "bench_churn"
+VENDORS = ("postgres", "mariadb", "sqlite")
 
 
 def main() -> int:
@@ -114,6 +123,12 @@ def main() -> int:
     parser.add_argument(
         "--only", default=",".join(MEASUREMENTS), help=f"a subset of {','.join(MEASUREMENTS)}"
     )
+    parser.add_argument(
+        "--vendor",
+        choices=VENDORS,
+        default="postgres",
+        help="the database of the history measurement (the others: postgres only)",
+    )
     parser.add_argument("--prune-child", action="store_true", help=argparse.SUPPRESS)
     churn.add_arguments(parser)
     options = parser.parse_args()
@@ -130,6 +145,8 @@ def main() -> int:
         parser.error(f"--history-days: more than 0 and fewer than {RETENTION.days}")
     if unknown := set(chosen) - set(MEASUREMENTS) - set(CHURN_MODES):
         parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
+    if options.vendor != "postgres" and chosen != ["history"]:
+        parser.error(f"--vendor {options.vendor}: the history measurement only (--only history)")
     if set(chosen) & set(CHURN_MODES):
         os.environ["BENCH_DB_NAME"] = CHURN_DATABASE
         if set(chosen) - set(CHURN_MODES):
@@ -138,14 +155,19 @@ def main() -> int:
 
     from benchlib import db
 
-    db.recreate("postgres", DATABASE)
+    os.environ["BENCH_DB"] = options.vendor
+    os.environ["BENCH_DB_NAME"] = database_name(options.vendor)
+    db.recreate(options.vendor, os.environ["BENCH_DB_NAME"])
     import django
 
     django.setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    results: dict[str, Any] = {"started": dt.datetime.now(dt.timezone.utc).isoformat()}
+    results: dict[str, Any] = {
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "vendor": options.vendor,
+    }
     if "history" in chosen:
         results["history"] = measure_history(options)
     if "pruning" in chosen:
@@ -197,14 +219,71 @@ def churn_sql(statement: str, params: tuple = ()) -> list[tuple]:
 # --- the database ---------------------------------------------------------------------
 
 
-def sql(statement: str, params: tuple = (), database: str = DATABASE) -> list[tuple]:
-    """Run one statement on its own autocommit connection (VACUUM needs one)."""
-    import psycopg
-    from benchlib.db import PG
+def database_name(vendor: str) -> str:
+    """``bench_scale``; a file under bench/results/ on SQLite."""
+    return str(BENCH / "results" / f"{DATABASE}.sqlite3") if vendor == "sqlite" else DATABASE
 
-    with psycopg.connect(dbname=database, autocommit=True, **PG) as connection:
-        cursor = connection.execute(statement, params)
+
+def sql(statement: str, params: tuple = (), database: str | None = None) -> list[tuple]:
+    """Run one statement (``%s`` placeholders) on its own autocommit connection (VACUUM
+    needs one), to BENCH_DB's database ``database`` (by default BENCH_DB_NAME's)."""
+    from benchlib.db import Database
+
+    vendor = os.environ["BENCH_DB"]
+    if vendor == "sqlite":
+        statement = statement.replace("%s", "?")
+    connection = Database(vendor, database or os.environ["BENCH_DB_NAME"])
+    try:
+        cursor = connection.connection.cursor()
+        # No parameters, no placeholders: MySQLdb would %-format the statement anyway.
+        cursor.execute(statement, params) if params else cursor.execute(statement)
         return cursor.fetchall() if cursor.description else []
+    finally:
+        connection.close()
+
+
+def analyze() -> None:
+    """Fresh planner statistics for the job table (PostgreSQL: vacuumed too)."""
+    sql(
+        {
+            "postgres": f"VACUUM ANALYZE {TABLE}",
+            "mariadb": f"ANALYZE TABLE {TABLE}",
+            "sqlite": "ANALYZE",
+        }[os.environ["BENCH_DB"]]
+    )
+
+
+def settle() -> None:
+    """Analyze, then flush what the writes so far left to flush (PostgreSQL: a
+    ``CHECKPOINT``; SQLite: the WAL into the database file), so that none is paid for
+    while measured."""
+    from benchlib.db import checkpoint_postgres
+
+    analyze()
+    if os.environ["BENCH_DB"] == "postgres":
+        checkpoint_postgres()
+    elif os.environ["BENCH_DB"] == "sqlite":
+        sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def table_bytes() -> int:
+    """The job table with its indexes (MariaDB: InnoDB's estimate)."""
+    vendor = os.environ["BENCH_DB"]
+    if vendor == "postgres":
+        [(total,)] = sql(f"SELECT pg_total_relation_size('{TABLE}')")
+    elif vendor == "mariadb":
+        [(total,)] = sql(
+            "SELECT data_length + index_length FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() AND table_name = %s",
+            (TABLE,),
+        )
+    else:
+        [(total,)] = sql(
+            "SELECT SUM(pgsize) FROM dbstat "
+            "WHERE name IN (SELECT name FROM sqlite_schema WHERE tbl_name = %s)",
+            (TABLE,),
+        )
+    return int(total)
 
 
 def sizes(text: str) -> list[int]:
@@ -222,26 +301,58 @@ def insert_finished(
     count: int, finished_ago: dt.timedelta, spread: dt.timedelta = dt.timedelta(0)
 ) -> None:
     """``count`` succeeded rows of the no-op job, finished from ``finished_ago`` before
-    now to ``spread`` earlier than that, evenly."""
-    for start in range(0, count, 250_000):
+    now to ``spread`` earlier than that, evenly: on PostgreSQL in steps of 250,000 rows,
+    elsewhere by one statement."""
+    step = 250_000 if os.environ["BENCH_DB"] == "postgres" else count
+    for start in range(0, count, step):
+        source, params = finished_source(
+            start, min(start + step, count) - 1, finished_ago, spread, count
+        )
         sql(
             f"INSERT INTO {TABLE} (name, payload, status, queue, priority, attempts, "
             "max_attempts, run_at, worker_id, last_error, traceback, created_at, started_at, "
             "finished_at) "
-            "SELECT %s, jsonb_build_object('n', i), 'succeeded', 'default', 0, 1, 4, "
-            "at, '', '', '', at, at, at "
-            "FROM generate_series(%s::bigint, %s::bigint) AS i, "
-            "LATERAL (SELECT now() - %s - %s * (i::float8 / %s::float8)) AS finished (at)",
-            (
-                NOOP,
-                start,
-                min(start + 250_000, count) - 1,
-                finished_ago,
-                spread,
-                count,
-            ),
+            "SELECT %s, " + PAYLOAD[os.environ["BENCH_DB"]] + ", 'succeeded', 'default', 0, "
+            f"1, 4, at, '', '', '', at, at, at FROM {source}",
+            (NOOP, *params),
         )
-    sql(f"VACUUM ANALYZE {TABLE}")
+    analyze()
+
+
+PAYLOAD = {
+    "postgres": "jsonb_build_object('n', i)",
+    "mariadb": "JSON_OBJECT('n', i)",
+    "sqlite": "json_object('n', i)",
+}
+
+
+def finished_source(
+    first: int, last: int, finished_ago: dt.timedelta, spread: dt.timedelta, count: int
+) -> tuple[str, tuple]:
+    """The rows ``first`` to ``last`` of ``count`` as a FROM clause of ``i`` and ``at``
+    (when it finished: ``finished_ago`` before now, and ``spread * i / count`` earlier),
+    with its parameters."""
+    vendor = os.environ["BENCH_DB"]
+    if vendor == "postgres":
+        return (
+            "generate_series(%s::bigint, %s::bigint) AS i, "
+            "LATERAL (SELECT now() - %s - %s * (i::float8 / %s::float8)) AS finished (at)",
+            (first, last, finished_ago, spread, count),
+        )
+    seconds = (finished_ago.total_seconds(), spread.total_seconds(), count)
+    if vendor == "mariadb":  # the SEQUENCE engine's table of integers; DATETIME(6) in UTC
+        return (
+            "(SELECT seq AS i, TIMESTAMPADD(MICROSECOND, -FLOOR(1e6 * (%s + %s * seq / %s)), "
+            f"UTC_TIMESTAMP(6)) AS at FROM seq_{first}_to_{last}) AS finished",
+            seconds,
+        )
+    # SQLite: a recursive CTE; Django's text datetimes in UTC
+    return (
+        "(WITH RECURSIVE seq (i) AS (SELECT %s UNION ALL SELECT i + 1 FROM seq WHERE i < %s) "
+        "SELECT i, strftime('%Y-%m-%d %H:%M:%f', 'now', -(%s + %s * i / CAST(%s AS REAL)) "
+        "|| ' seconds') AS at FROM seq)",
+        (first, last, *seconds),
+    )
 
 
 def fill(count: int) -> int:
@@ -259,13 +370,12 @@ def fill(count: int) -> int:
 
 def drain_rate(count: int) -> float:
     """Jobs/s of one default ``runjobs --burst`` draining ``count`` fresh jobs."""
-    from benchlib.db import checkpoint_postgres
+    from benchlib.spec import window_sql
 
     mark = fill(count)
-    sql(f"VACUUM ANALYZE {TABLE}")
     # Every drain starts just after a checkpoint, so none pays for one (or for the full
     # page images that follow it) that an earlier bulk insert brought on.
-    checkpoint_postgres()
+    settle()
     subprocess.run(
         [sys.executable, "-m", "django", "runjobs", "--burst"],
         cwd=ROOT,
@@ -275,15 +385,14 @@ def drain_rate(count: int) -> float:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    [(done, first, last)] = sql(
-        f"SELECT COUNT(*), MIN(started_at), MAX(finished_at) FROM {TABLE} "
-        "WHERE id > %s AND status = 'succeeded'",
-        (mark,),
+    where = f"id > {int(mark)} AND status = 'succeeded'"
+    [(done, seconds)] = sql(
+        window_sql(os.environ["BENCH_DB"], TABLE, "started_at", "finished_at", where)
     )
     if done != count:
         raise SystemExit(f"the drain finished {done} of {count} jobs")
     sql(f"DELETE FROM {TABLE} WHERE id > %s", (mark,))
-    return count / (last - first).total_seconds()
+    return count / float(seconds)
 
 
 def recount() -> float:
@@ -306,11 +415,8 @@ def recount() -> float:
 def claim_latency(claims: int) -> list[float]:
     """``claims`` claims of 10 jobs (each completed) on a vacuumed table, after a
     checkpoint (ms); the rows they made go again."""
-    from benchlib.db import checkpoint_postgres
-
     mark = fill(5_000)
-    sql(f"VACUUM ANALYZE {TABLE}")
-    checkpoint_postgres()
+    settle()
     times = claim_times(lambda: False, minimum=claims)
     sql(f"DELETE FROM {TABLE} WHERE id > %s", (mark,))
     return times
@@ -332,8 +438,7 @@ def measure_history(options: argparse.Namespace) -> dict[str, Any]:
             rows = size
         else:
             print("history: empty table", flush=True)
-        [(total,)] = sql(f"SELECT pg_total_relation_size('{TABLE}')")
-        point["table_mb"] = total / 2**20
+        point["table_mb"] = table_bytes() / 2**20
         drains, p50s, p99s = [], [], []
         for _ in range(options.runs):
             drains.append(drain_rate(options.drain_jobs))
