@@ -194,15 +194,16 @@ def prepared_claims() -> list[tuple[str, int, int]]:
 def test_a_claim_is_prepared_once_per_connection_and_its_generic_plan_walks_the_claim_index(
     history,
 ):
-    """The worker's claim is prepared: after PostgreSQL's five custom plans it runs on one
-    generic plan, not parsed and planned again per claim (docs/performance.md), and that
-    plan, made without the parameters' values, still walks the claim index."""
+    """The worker's claim is prepared once and executed from then on, not parsed again per
+    claim. After five custom plans PostgreSQL may run it on one generic plan, which it picks
+    by comparing estimated costs (docs/performance.md: 394 of 400 claims did); that plan,
+    made without the parameters' values, must still walk the claim index."""
     connection.close()  # a session of its own: nothing prepared yet
     statement = captured_claim_statement(lambda: claim(request(10), using=database_alias()))
     for _ in range(7):
         assert len(claim(request(10), using=database_alias())) == 10
     [(name, generic_plans, custom_plans)] = prepared_claims()
-    assert custom_plans == 5 and generic_plans == 3
+    assert generic_plans + custom_plans == 8 and custom_plans >= 5
     with connection.cursor() as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")
         try:
