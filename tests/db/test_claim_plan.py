@@ -238,11 +238,18 @@ def test_a_claim_is_not_prepared_when_the_settings_say_a_pooler_may_not_keep_it(
 
 
 def test_the_sites_own_statements_on_a_workers_connection_stay_unprepared(history):
+    """Django's default cursor binds on the client and is never prepared; a site with
+    OPTIONS server_side_binding gets psycopg's server-binding cursor, which psycopg
+    prepares after prepare_threshold runs: the claim's threshold must not reach it."""
+    import psycopg
+
     connection.close()
     claim(request(10), using=database_alias())
     for _ in range(10):
         Job.objects.filter(status=JobStatus.PENDING).count()
         list(Job.objects.raw(f"SELECT id FROM {Job._meta.db_table} WHERE id = %s", [1]))
+        with psycopg.Cursor(connection.connection) as server_binding:
+            server_binding.execute(f"SELECT id FROM {Job._meta.db_table} WHERE id = %s", [1])
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         statements = [row[0] for row in cursor.fetchall()]
