@@ -143,6 +143,13 @@ NOT_PAUSED = (
 
 ORDER = "ORDER BY priority DESC, run_at, id"
 
+# A claim picks its rows in a MATERIALIZED CTE, read once: written as
+# "UPDATE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)", PostgreSQL may
+# plan the subquery as the inner side of a nested loop and run it again for each row of
+# the table, each run skipping the rows the UPDATE has just changed and locking the next
+# ones: a claim of one then takes every due row (seen on a small table whose statistics
+# said one row). SQLite reads the CTE once as well.
+
 
 def claim_set_clause() -> str:
     return (
@@ -181,6 +188,12 @@ def succeeded_set_params(finished_at: dt.datetime) -> list[Any]:
 
 def is_postgresql(connection: BaseDatabaseWrapper) -> bool:
     return connection.vendor == "postgresql"
+
+
+def job_rows(connection: BaseDatabaseWrapper) -> str:
+    """The job table in a claim or completion: on PostgreSQL without the history tables
+    that inherit from it (``archive``), which such a statement never needs to read."""
+    return f"ONLY {TABLE}" if is_postgresql(connection) else TABLE
 
 
 def adapt(connection: BaseDatabaseWrapper, params: list[Any]) -> list[Any]:
@@ -256,7 +269,8 @@ def row_to_job(row: Sequence[Any], token: str, *, claimed: bool) -> ClaimedJob:
 def running_counts(cursor: Any, names: Sequence[str]) -> list[tuple[str, int]]:
     """(name, running rows) for those of ``names`` that have any."""
     cursor.execute(
-        f"SELECT name, COUNT(*) FROM {TABLE} WHERE status = %s AND name IN ({placeholders(names)}) "
+        f"SELECT name, COUNT(*) FROM {job_rows(cursor.db)} WHERE status = %s "
+        f"AND name IN ({placeholders(names)}) "
         "GROUP BY name",
         [JobStatus.RUNNING, *names],
     )
@@ -360,7 +374,8 @@ def claim_two_step(
             return []
         where, params = due_filter(request, names, names_as_array=is_postgresql(connection))
         cursor.execute(
-            f"SELECT {RETURNED_COLUMNS} FROM {TABLE} WHERE {where} {ORDER} LIMIT %s{row_lock}",
+            f"SELECT {RETURNED_COLUMNS} FROM {job_rows(connection)} WHERE {where} {ORDER} "
+            f"LIMIT %s{row_lock}",
             adapt(connection, [*params, request.limit]),
         )
         candidates = [row_to_job(row, request.token, claimed=False) for row in cursor.fetchall()]
@@ -369,7 +384,8 @@ def claim_two_step(
             return []
         ids = [job.id for job in jobs]
         cursor.execute(
-            f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ({placeholders(ids)})",
+            f"UPDATE {job_rows(connection)} SET {claim_set_clause()} "
+            f"WHERE id IN ({placeholders(ids)})",
             adapt(connection, [*claim_set_params(request), *ids]),
         )
     return jobs
@@ -378,15 +394,17 @@ def claim_two_step(
 def claim_returning(
     connection: BaseDatabaseWrapper, request: ClaimRequest, *, row_lock: str
 ) -> list[ClaimedJob]:
-    """One statement: UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING ..."""
+    """One statement: the rows picked in a CTE read once (see ``ORDER``), then their
+    UPDATE ... RETURNING ..."""
     where, params = due_filter(request, request.names, names_as_array=is_postgresql(connection))
     sql = (
-        f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
-        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} {limit_clause(request)}{row_lock}"
-        f") RETURNING {RETURNED_COLUMNS}"
+        f"WITH picked AS MATERIALIZED (SELECT id FROM {job_rows(connection)} WHERE {where} "
+        f"{ORDER} {limit_clause(request)}{row_lock}) "
+        f"UPDATE {job_rows(connection)} SET {claim_set_clause()} "
+        f"WHERE id IN (SELECT id FROM picked) RETURNING {RETURNED_COLUMNS}"
     )
     with fast_cursor(connection, prepared=True) as cursor:
-        cursor.execute(sql, adapt(connection, [*claim_set_params(request), *params]))
+        cursor.execute(sql, adapt(connection, [*params, *claim_set_params(request)]))
         rows = cursor.fetchall()
     return [row_to_job(row, request.token, claimed=True) for row in rows]
 
@@ -398,7 +416,7 @@ def claim_row(
     None when the row is not pending."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {RETURNED_COLUMNS} FROM {TABLE} WHERE id = %s AND status = %s "
+            f"SELECT {RETURNED_COLUMNS} FROM {job_rows(connection)} WHERE id = %s AND status = %s "
             "AND blocked = %s",
             adapt(connection, [job_id, JobStatus.PENDING, False]),
         )
@@ -406,7 +424,7 @@ def claim_row(
         if row is None:
             return None
         cursor.execute(
-            f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id = %s AND status = %s "
+            f"UPDATE {job_rows(connection)} SET {claim_set_clause()} WHERE id = %s AND status = %s "
             "AND blocked = %s",
             adapt(connection, [*claim_set_params(request), job_id, JobStatus.PENDING, False]),
         )
@@ -428,7 +446,7 @@ def complete_successes(
     with connection.cursor() as cursor:
         for token, ids in by_token.items():
             sql = (
-                f"UPDATE {TABLE} SET {SUCCEEDED_SET} "
+                f"UPDATE {job_rows(connection)} SET {SUCCEEDED_SET} "
                 f"WHERE lock_token = %s AND status = %s AND id IN ({placeholders(ids)})"
                 f"{PLAIN_SUCCESS}"
             )
@@ -452,7 +470,7 @@ def _succeeded_at(
 ) -> set[int]:
     """Which of ``ids`` this batch marked succeeded (MySQL: no RETURNING)."""
     cursor.execute(
-        f"SELECT id FROM {TABLE} WHERE status = %s AND finished_at = %s "
+        f"SELECT id FROM {job_rows(connection)} WHERE status = %s AND finished_at = %s "
         f"AND id IN ({placeholders(ids)})",
         adapt(connection, [JobStatus.SUCCEEDED, finished_at, *ids]),
     )

@@ -74,7 +74,7 @@ def lock_keys(cursor: Any, keys: list[flow.Key]) -> None:
 
 
 WRITE_PLAN = (
-    f"WITH claimed AS (UPDATE {TABLE} SET {claim_set_clause()} "
+    f"WITH claimed AS (UPDATE ONLY {TABLE} SET {claim_set_clause()} "
     "WHERE id = ANY(%s::bigint[]) RETURNING 1), "
     f"logged AS (INSERT INTO {START_TABLE} (name, limit_key, started_at) "
     "SELECT t.n, t.k, %s FROM unnest(%s::text[], %s::text[]) AS t(n, k) RETURNING 1), "
@@ -116,12 +116,14 @@ def complete_and_claim(
     where, params = due_filter(request, request.names, names_as_array=True)
     padding = ", ".join(["NULL"] * (RETURNED_COLUMNS.count(",")))
     sql = (
-        f"WITH done AS (UPDATE {TABLE} SET {SUCCEEDED_SET} WHERE status = '{JobStatus.RUNNING}' "
+        f"WITH done AS (UPDATE ONLY {TABLE} SET {SUCCEEDED_SET} "
+        f"WHERE status = '{JobStatus.RUNNING}' "
         "AND (id, lock_token) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))"
         f"{PLAIN_SUCCESS} RETURNING id), "
-        f"claimed AS (UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ("
-        f"SELECT id FROM {TABLE} WHERE {where} {ORDER} {limit_clause(request)}{ROW_LOCK}"
-        f") RETURNING {RETURNED_COLUMNS}) "
+        f"picked AS MATERIALIZED (SELECT id FROM ONLY {TABLE} WHERE {where} {ORDER} "
+        f"{limit_clause(request)}{ROW_LOCK}), "
+        f"claimed AS (UPDATE ONLY {TABLE} SET {claim_set_clause()} "
+        f"WHERE id IN (SELECT id FROM picked) RETURNING {RETURNED_COLUMNS}) "
         f"SELECT FALSE, {RETURNED_COLUMNS} FROM claimed "
         f"UNION ALL SELECT TRUE, id, {padding} FROM done"
     )
@@ -131,7 +133,7 @@ def complete_and_claim(
         [job.token for job in succeeded],
     ]
     with fast_cursor(connection, prepared=True) as cursor:
-        cursor.execute(sql, adapt(connection, [*done_params, *claim_set_params(request), *params]))
+        cursor.execute(sql, adapt(connection, [*done_params, *params, *claim_set_params(request)]))
         rows = cursor.fetchall()
     claimed = [row_to_job(row[1:], request.token, claimed=True) for row in rows if not row[0]]
     return claimed, {row[1] for row in rows if row[0]}
