@@ -51,8 +51,9 @@ HOT_TARGET = 0.9
 HELD_DRAIN_TARGET = 0.75  # the drain while held >= 75% of before
 CLEAR_TARGET_S = 60.0
 # The bound on dead rows: autovacuum visits the table once per autovacuum_naptime (60 s,
-# stock), and between two visits each job leaves three dead versions (pending and running,
-# then the succeeded row once pruned); plus the backlog kept.
+# stock), and between two visits each job leaves three dead versions in the job table
+# (pending and running, then the succeeded row once moved to its history table, or pruned
+# where there is none); plus the backlog kept.
 DEAD_PER_JOB = 3
 NAPTIME_S = 60.0
 
@@ -66,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--load", type=float, default=0.8, help="of capacity (held-transaction)")
     group.add_argument("--hold-start", type=float, default=1.5, help="minute the hold begins")
     group.add_argument("--hold-minutes", type=float, default=2.0)
+    group.add_argument(
+        "--hold-database",
+        default="",
+        help="hold the transaction in this database of the same server (the site's, when "
+        "the queue has a database of its own) instead of the queue's",
+    )
     group.add_argument("--producer-child", default="", help=argparse.SUPPRESS)
 
 
@@ -329,7 +336,7 @@ def measure(
     window = (start, wall_start)  # the current sample's start: monotonic, wall clock
     next_sample = start + options.sample
     end = start + options.minutes * 60 + 1  # the last sample is at --minutes
-    hold = Hold(start + options.hold_start * 60, 0.0, database)
+    hold = Hold(start + options.hold_start * 60, 0.0, options.hold_database or database)
     hold.end = hold.start + options.hold_minutes * 60
     pending_seen: list[int] = []
     next_pending = start
@@ -428,6 +435,7 @@ def report(mode: str, options: argparse.Namespace, result: Run) -> dict[str, Any
     hot = sum(s.hot_ratio * s.renewals for s in samples if s.renewals)
     figures: dict[str, Any] = {
         "mode": mode,
+        "hold_database": options.hold_database or "the queue's",
         "minutes": options.minutes,
         "workers": options.workers,
         "sample": options.sample,

@@ -43,6 +43,7 @@ __all__ = [
     "lock_mark",
     "settle_margin",
     "uncount",
+    "uncount_groups",
 ]
 
 COUNT_EVERY = dt.timedelta(minutes=1)
@@ -124,6 +125,17 @@ def uncount(rows: Iterable[tuple[Any, ...]], counted_until: dt.datetime | None) 
         if status in FINISHED_STATUSES and finished_at is not None and finished_at <= counted_until:
             removed[(status, name, queue, None)] -= 1
             removed[(status, name, queue, hour_of(finished_at))] -= 1  # if kept
+    _apply(removed)
+
+
+def uncount_groups(groups: Iterable[tuple[Any, ...]]) -> None:
+    """Take counted rows out of the counts by group: (status, name, queue, hour, rows),
+    each row finished in that hour and counted (the caller holds the mark, ``lock_mark``).
+    For the history tables dropped whole (``archive``)."""
+    removed: Counter[Key] = Counter()
+    for status, name, queue, hour, rows in groups:
+        removed[(status, name, queue, None)] -= rows
+        removed[(status, name, queue, hour_of(hour))] -= rows  # if kept
     _apply(removed)
 
 

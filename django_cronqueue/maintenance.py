@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
-from . import history
+from . import archive, history
 from .conf import database_alias, get_settings, max_clock_skew
 from .cursors import fast_cursor
 from .lifecycle import lose_lease
@@ -83,6 +83,7 @@ def prune(now: dt.datetime) -> int:
     deleted = 0
     if settings.SUCCEEDED_RETENTION is not None:
         cutoff = now - dt.timedelta(seconds=settings.SUCCEEDED_RETENTION)
+        deleted += _drop_expired_days(cutoff)
         deleted += _delete_in_batches([JobStatus.SUCCEEDED], cutoff, settings.PRUNE_BATCH_SIZE)
     if settings.FAILED_RETENTION is not None:
         cutoff = now - dt.timedelta(seconds=settings.FAILED_RETENTION)
@@ -144,6 +145,22 @@ def prune_dead_workers(now: dt.datetime) -> int:
     cutoff = now - DEAD_WORKER_AGE
     deleted, _ = Worker.objects.using(database_alias()).filter(last_seen__lt=cutoff).delete()
     return deleted
+
+
+def _drop_expired_days(cutoff: dt.datetime) -> int:
+    """PostgreSQL: the days of succeeded rows wholly past ``cutoff`` go with their history
+    tables (``archive``), out of the counts in the same transaction; the planner's
+    statistics of the job table are then taken again."""
+    connection = connections[database_alias()]
+    if not archive.supported(connection) or not archive.expired_days(connection, cutoff):
+        return 0
+    with transaction.atomic(using=database_alias()):
+        counted_until = history.lock_mark()
+        dropped, counted = archive.drop_expired_days(connection, cutoff, counted_until)
+        history.uncount_groups(counted)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(Job._meta.db_table)}")
+    return dropped
 
 
 def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int) -> int:

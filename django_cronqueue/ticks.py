@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
-from . import history, lifecycle
+from . import archive, history, lifecycle
 from .claiming import ClaimedJob, claim_due
 from .execution import run_claimed
 from .maintenance import PruneClock, prune, recover_expired_leases
@@ -38,15 +38,19 @@ class Housekeeping:
         self.scheduler = Scheduler()
         self.prune_clock = PruneClock()
         self.count_clock = PruneClock(history.COUNT_EVERY)
+        self.archive_clock = PruneClock(archive.ARCHIVE_EVERY)
 
     def run(self, now: dt.datetime, *, materialize: bool = True) -> None:
         """Cron (unless ``materialize`` is False), expired leases, the counts of finished
-        rows (every minute), pruning (hourly)."""
+        rows (every minute), moving finished rows to history (PostgreSQL, every ten
+        seconds), pruning (hourly)."""
         if materialize:
             self.scheduler.materialize(now)
         recover_expired_leases(now)
         if self.count_clock.due(now):
             history.count_finished(now)
+        if self.archive_clock.due(now):
+            archive.archive(now)
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
             deleted = prune(now)

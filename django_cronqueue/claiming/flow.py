@@ -50,6 +50,7 @@ from .base import (
     claim_set_params,
     due_filter,
     is_postgresql,
+    job_rows,
     placeholders,
     row_to_job,
     to_datetime,
@@ -148,7 +149,7 @@ def candidates_statement(
     }
     if capped:
         where += (
-            f" AND {PAIR} NOT IN (SELECT r.name, r.limit_key FROM {TABLE} r "
+            f" AND {PAIR} NOT IN (SELECT r.name, r.limit_key FROM {job_rows(connection)} r "
             f"WHERE r.status = %s AND r.name IN ({placeholders(list(capped))}) "
             "GROUP BY r.name, r.limit_key HAVING COUNT(*) >= CASE r.name "
             f"{' '.join(['WHEN %s THEN %s'] * len(capped))} END)"
@@ -156,7 +157,7 @@ def candidates_statement(
         params += [JobStatus.RUNNING, *capped]
         params += [value for item in capped.items() for value in item]
     sql = (
-        f"SELECT {RETURNED_COLUMNS}, limit_key FROM {TABLE} WHERE {where} {ORDER} "
+        f"SELECT {RETURNED_COLUMNS}, limit_key FROM {job_rows(connection)} WHERE {where} {ORDER} "
         f"LIMIT %s{row_lock}"
     )
     return sql, [*params, request.limit]
@@ -178,7 +179,7 @@ def count_keys(
         if limits.concurrency is not None:
             # MIN(started_at) only gives this branch the type of the other's column.
             parts.append(
-                f"SELECT 0, name, limit_key, COUNT(*), MIN(started_at) FROM {TABLE} "
+                f"SELECT 0, name, limit_key, COUNT(*), MIN(started_at) FROM {job_rows(connection)} "
                 f"WHERE status = %s AND name = %s AND limit_key IN ({placeholders(limit_keys)}) "
                 "GROUP BY name, limit_key"
             )
@@ -240,7 +241,8 @@ def write_plan(
     if plan.kept:
         ids = [job.id for job, _ in plan.kept]
         cursor.execute(
-            f"UPDATE {TABLE} SET {claim_set_clause()} WHERE id IN ({placeholders(ids)})",
+            f"UPDATE {job_rows(connection)} SET {claim_set_clause()} "
+            f"WHERE id IN ({placeholders(ids)})",
             adapt(connection, [*claim_set_params(request), *ids]),
         )
     if plan.starts:

@@ -279,3 +279,21 @@ def test_a_claim_prepared_before_a_migration_changed_a_returned_column_runs_agai
             other.execute(
                 f"ALTER TABLE {table} ALTER COLUMN traceparent TYPE varchar({field.max_length})"
             )
+
+
+def test_on_sqlite_the_claim_walks_a_claim_index_of_pending_rows_only():
+    """SQLite: the claim index is partial (migration 0018) and the claim uses it."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's partial claim index")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [CLAIM_INDEX])
+        [[definition]] = cursor.fetchall()
+    assert definition.endswith("WHERE status = 'pending'")
+    from django_cronqueue.claiming.base import ORDER, TABLE, due_filter
+
+    jobs.enqueue(test_jobs.record, {"key": "a"})
+    where, params = due_filter(request(10), [test_jobs.record.name])
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN SELECT id FROM {TABLE} WHERE {where} {ORDER}", params)
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert f"INDEX {CLAIM_INDEX}" in plan, plan

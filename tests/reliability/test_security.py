@@ -155,9 +155,14 @@ SAFE_NAMES = {
     "payload_placeholder",  # enqueue: "%s" or "%s::jsonb"
     "padding",  # claiming/postgresql.py: "NULL, NULL, ..."
     "sql", "alias", "col", "table",  # dashboard: compiled ORM SQL and quoted names
+    "which",  # archive: ENDED or SUCCEEDED_ON_DAY (asserted there)
+    "definition",  # archive: an index's columns, from its INDEXES constant
 }  # fmt: skip
 # limit_clause(): "LIMIT " and an int() of the claim's size.
-SAFE_CALLS = {"placeholders", "claim_set_clause", "limit_clause", "quote_name", "quote"}
+# job_rows(): the job table's name, after "ONLY" on PostgreSQL.
+SAFE_CALLS = {
+    "placeholders", "claim_set_clause", "limit_clause", "quote_name", "quote", "job_rows"
+}  # fmt: skip
 
 
 def splice_is_safe(value: ast.expr) -> bool:

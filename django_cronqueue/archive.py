@@ -1,0 +1,266 @@
+"""PostgreSQL: finished jobs leave the job table for history tables of their own.
+
+The job table keeps the pending and running rows (what the claim reads) and, for a
+moment, the rows just finished. The housekeeping moves finished rows out (``archive``,
+every ``ARCHIVE_EVERY``) into tables that *inherit* from the job table:
+
+- ``django_cronqueue_job_YYYYMMDD``: the rows that succeeded on that UTC day, with a
+  CHECK on ``finished_at`` (so a query on a range of finish instants skips other days).
+  A day past ``SUCCEEDED_RETENTION`` goes with one ``DROP TABLE`` (``drop_expired_days``):
+  no row-by-row delete, no dead rows.
+- ``django_cronqueue_job_ended``: the failed and cancelled rows (kept forever by
+  default; pruned in batches when ``FAILED_RETENTION`` is set).
+
+Why inheritance rather than declarative partitioning: a query on the job table reads its
+inheriting tables too, so ``Job.objects``, the admin, ``get_result``, the counts and every
+other reader see one table as before, while the claim and the completion name the job
+table alone (``FROM ONLY``) and never walk history; a partitioned table would have to
+carry the status and the finish day in its primary key, in the workflows' foreign keys and
+in the unique constraints, and a completion would move the row across partitions, which
+fails a concurrent update of that row where today it just finds no row. A row moves by a
+DELETE from the job table and an INSERT into its history table in one statement, so a
+worker or an admin action that updates it meanwhile finds it gone, as with a prune.
+
+What stays in the job table until it is pruned: rows of a workflow (dependency links,
+a batch: the links' foreign keys point into the job table) and rows whose ``dedupe_for``
+span has not passed (their key must still collide). An UPDATE that gives an archived row
+a status that is not finished (a retry) moves it back (the trigger ``REOPEN_FUNCTION``).
+
+MariaDB and SQLite keep one table: the claim's index there holds what it reads in order,
+and pruning deletes in batches (docs/explanation.md, "History").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .conf import database_alias
+from .cursors import fast_cursor
+from .models import Batch, Job, JobDependency
+
+__all__ = [
+    "ARCHIVE_BATCH",
+    "ARCHIVE_EVERY",
+    "ENDED_TABLE",
+    "REOPEN_FUNCTION",
+    "archive",
+    "day_table",
+    "drop_expired_days",
+    "history_tables",
+    "supported",
+]
+
+TABLE = Job._meta.db_table
+ENDED_TABLE = f"{TABLE}_ended"
+DAY_PREFIX = f"{TABLE}_d"
+DAY_TABLE = re.compile(rf"^{re.escape(DAY_PREFIX)}(\d{{8}})$")
+REOPEN_FUNCTION = "django_cronqueue_job_reopen"
+ARCHIVE_EVERY = dt.timedelta(seconds=10)
+ARCHIVE_BATCH = 5000
+# Days of history tables made ahead of the rows that will fill them.
+DAYS_AHEAD = 1
+
+FINISHED = "('succeeded', 'failed', 'cancelled')"
+
+# The row leaves the job table when no link points at it and its dedupe_for span passed.
+MOVABLE = (
+    "NOT j.has_downstream AND j.batch_id IS NULL"
+    " AND (j.window_dedupe_key IS NULL OR j.dedupe_until <= %s)"
+    f" AND NOT EXISTS (SELECT 1 FROM {JobDependency._meta.db_table} l"
+    " WHERE l.upstream_id = j.id)"
+    f" AND NOT EXISTS (SELECT 1 FROM {JobDependency._meta.db_table} l"
+    " WHERE l.downstream_id = j.id)"
+    f" AND NOT EXISTS (SELECT 1 FROM {Batch._meta.db_table} b WHERE b.then_job_id = j.id)"
+    f" AND NOT EXISTS (SELECT 1 FROM {Batch._meta.db_table} b WHERE b.finally_job_id = j.id)"
+)
+
+
+def supported(connection: BaseDatabaseWrapper) -> bool:
+    """History tables exist on PostgreSQL only."""
+    return connection.vendor == "postgresql"
+
+
+def day_table(day: dt.date) -> str:
+    return f"{DAY_PREFIX}{day:%Y%m%d}"
+
+
+COLUMNS = [str(field.column) for field in Job._meta.concrete_fields]
+LISTED = ", ".join(COLUMNS)
+# The dedupe_for key of a moved row has had its span: nothing collides with it any more.
+SELECTED = ", ".join("NULL" if column == "window_dedupe_key" else column for column in COLUMNS)
+ENDED = "j.status IN ('failed', 'cancelled')"
+SUCCEEDED_ON_DAY = "j.status = 'succeeded' AND j.finished_at >= %s AND j.finished_at < %s"
+
+
+def history_tables(connection: BaseDatabaseWrapper) -> list[str]:
+    """The tables that inherit from the job table, by name."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = %s::regclass ORDER BY 1",
+            [TABLE],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def ensure_table(connection: BaseDatabaseWrapper, name: str) -> None:
+    """Create the history table ``name`` (a day's or the ended rows') if it is missing,
+    with the indexes its readers use and the trigger that moves a reopened row back."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [name])
+        if cursor.fetchone()[0] is not None:
+            return
+        with transaction.atomic(using=connection.alias):
+            # Two workers creating the same table at once: the second waits, then finds it.
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
+            cursor.execute("SELECT to_regclass(%s)", [name])
+            if cursor.fetchone()[0] is not None:
+                return
+            _create(cursor, connection.ops.quote_name, name)
+
+
+def _create(cursor: Any, quote: Callable[[str], str], name: str) -> None:
+    table = quote(name)
+    cursor.execute(f"CREATE TABLE {table} () INHERITS ({TABLE})")
+    found = DAY_TABLE.match(name)
+    if found:
+        # Django's cursor binds on the client: the bounds are quoted into the DDL.
+        start = dt.datetime.strptime(found.group(1), "%Y%m%d").replace(tzinfo=dt.timezone.utc)
+        cursor.execute(
+            f"ALTER TABLE {table} ADD CONSTRAINT {quote(name + '_day')} "
+            "CHECK (finished_at >= %s AND finished_at < %s)",
+            [start, start + dt.timedelta(days=1)],
+        )
+    cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {quote(name + '_pkey')} PRIMARY KEY (id)")
+    for suffix, definition in INDEXES:
+        cursor.execute(f"CREATE INDEX {quote(name + suffix)} ON {table} {definition}")
+    cursor.execute(
+        f"CREATE TRIGGER {quote(name + '_reopen')} AFTER UPDATE ON {table} FOR EACH ROW "
+        f"WHEN (NEW.status NOT IN {FINISHED}) EXECUTE FUNCTION {REOPEN_FUNCTION}()"
+    )
+
+
+# A history table's indexes: what its readers look rows up by (never the claim's).
+INDEXES = (
+    ("_finished", "(status, finished_at)"),
+    ("_name", "(name, status, queue)"),
+    ("_queue", "(queue, status)"),
+    ("_occurrence", "(name, scheduled_for, schedule) WHERE scheduled_for IS NOT NULL"),
+    ("_dedupe_key", "(dedupe_key) WHERE dedupe_key IS NOT NULL"),
+)
+
+
+def archive(now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH) -> int:
+    """Move the finished rows that may leave the job table into their history tables,
+    in batches of ``batch_size``, each its own transaction. Returns how many moved.
+    Nothing on other vendors."""
+    connection = connections[database_alias()]
+    if not supported(connection):
+        return 0
+    for ahead in range(DAYS_AHEAD + 1):
+        ensure_table(connection, day_table((now + dt.timedelta(days=ahead)).date()))
+    ensure_table(connection, ENDED_TABLE)
+    moved = 0
+    for kind in (_move_ended, _move_succeeded):
+        more = True
+        while more:
+            count, more = kind(connection, now, batch_size)
+            moved += count
+    return moved
+
+
+def _move_ended(connection: BaseDatabaseWrapper, now: dt.datetime, size: int) -> tuple[int, bool]:
+    """A batch of failed and cancelled rows; and whether there may be more."""
+    moved = _move(connection, ENDED_TABLE, ENDED, [], now, size)
+    return moved, moved == size
+
+
+def _move_succeeded(
+    connection: BaseDatabaseWrapper, now: dt.datetime, size: int
+) -> tuple[int, bool]:
+    """A batch of the succeeded rows of the oldest day that has some to move; and whether
+    there may be more (of that day or the next ones)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT j.finished_at FROM ONLY {TABLE} j WHERE j.status = 'succeeded' "
+            f"AND j.finished_at IS NOT NULL AND {MOVABLE} ORDER BY j.finished_at LIMIT 1",
+            [now],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return 0, False
+    day = row[0].astimezone(dt.timezone.utc).date()
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+    name = day_table(day)
+    ensure_table(connection, name)
+    moved = _move(
+        connection, name, SUCCEEDED_ON_DAY, [start, start + dt.timedelta(days=1)], now, size
+    )
+    return moved, moved > 0
+
+
+def _move(
+    connection: BaseDatabaseWrapper,
+    target: str,
+    which: str,
+    params: list[Any],
+    now: dt.datetime,
+    size: int,
+) -> int:
+    """Move up to ``size`` rows (``which`` of them, and movable) to the table ``target``,
+    in one statement and its own transaction."""
+    assert which in (ENDED, SUCCEEDED_ON_DAY)
+    quote = connection.ops.quote_name
+    sql = (
+        f"WITH moved AS (DELETE FROM ONLY {TABLE} WHERE id IN ("
+        f"SELECT j.id FROM ONLY {TABLE} j WHERE {which} AND {MOVABLE} "
+        f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {LISTED}) "
+        f"INSERT INTO {quote(target)} ({LISTED}) SELECT {SELECTED} FROM moved"
+    )
+    with transaction.atomic(using=connection.alias), fast_cursor(connection) as cursor:
+        cursor.execute(sql, [*params, now, size])
+        return int(cursor.rowcount)
+
+
+def expired_days(connection: BaseDatabaseWrapper, cutoff: dt.datetime) -> list[str]:
+    """The day tables whose every row finished before ``cutoff``, oldest first."""
+    expired = []
+    for name in history_tables(connection):
+        found = DAY_TABLE.match(name)
+        if found:
+            day = dt.datetime.strptime(found.group(1), "%Y%m%d").date()
+            end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
+            if end <= cutoff:
+                expired.append(name)
+    return expired
+
+
+def drop_expired_days(
+    connection: BaseDatabaseWrapper, cutoff: dt.datetime, counted_until: dt.datetime | None
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """Drop the day tables past ``cutoff`` (in the caller's transaction, which holds the
+    counts' mark): returns how many rows went, and per (status, name, queue, hour) how
+    many of them were counted (finished up to ``counted_until``), for ``history``."""
+    dropped = 0
+    counted: list[tuple[Any, ...]] = []
+    with connection.cursor() as cursor:
+        for name in expired_days(connection, cutoff):
+            # One pass over the day: its rows in all, and those the counts hold.
+            cursor.execute(
+                "SELECT status, name, queue, date_trunc('hour', finished_at), count(*), "
+                "count(*) FILTER (WHERE finished_at <= %s) "
+                f"FROM {connection.ops.quote_name(name)} GROUP BY 1, 2, 3, 4",
+                [counted_until],
+            )
+            for status, job_name, queue, hour, rows, in_counts in cursor.fetchall():
+                dropped += rows
+                if in_counts:
+                    counted.append((status, job_name, queue, hour, in_counts))
+            cursor.execute(f"DROP TABLE {connection.ops.quote_name(name)}")
+    return dropped, counted

@@ -1,0 +1,257 @@
+"""django_cronqueue.archive on PostgreSQL: finished rows move to history tables that
+inherit from the job table; every reader still sees them, a retry brings a row back, a
+day past its retention goes with its table, and the counts stay exact."""
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.test import override_settings
+from django.utils import timezone
+
+from django_cronqueue import archive, history, jobs, maintenance
+from django_cronqueue.claiming import claim_due
+from django_cronqueue.models import FinishedCount, Job, JobStatus
+from django_cronqueue.observe.counts import job_counts, status_totals
+from tests.testapp import jobs as test_jobs
+from tests.testapp.models import SideEffect
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="history tables are PostgreSQL's"),
+]
+
+TABLE = Job._meta.db_table
+
+
+def where_rows_are() -> dict[int, str]:
+    """id -> the table that holds the row (the job table or a history table)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, tableoid::regclass::text FROM {TABLE}")
+        return {row[0]: row[1].strip('"') for row in cursor.fetchall()}
+
+
+def dead_rows(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = %s", [table])
+        row = cursor.fetchone()
+    return row[0] if row else 0
+
+
+def run_all(now: dt.datetime) -> None:
+    while claim := claim_due(now, queues=None, limit=100, worker_id="w"):
+        from django_cronqueue.execution import run_claimed
+
+        for job in claim:
+            run_claimed(job, lambda: now)
+
+
+def test_finished_rows_move_to_their_tables_and_read_as_before():
+    done = jobs.enqueue(test_jobs.returns_value, {"value": 7})
+    failed = jobs.enqueue(test_jobs.fails_now, {"key": "k"})
+    cancelled = jobs.enqueue(test_jobs.record, {"key": "c"})
+    cancelled.cancel()
+    waiting = jobs.enqueue(test_jobs.record, {"key": "later"}, delay=dt.timedelta(hours=1))
+    now = timezone.now()
+    run_all(now)
+    before = {job.pk: job for job in Job.objects.all()}
+
+    assert archive.archive(now) == 3
+
+    day = archive.day_table(Job.objects.get(pk=done.pk).finished_at.date())
+    assert where_rows_are() == {
+        done.pk: day,
+        failed.pk: archive.ENDED_TABLE,
+        cancelled.pk: archive.ENDED_TABLE,
+        waiting.pk: TABLE,
+    }
+    after = {job.pk: job for job in Job.objects.all()}
+    assert after.keys() == before.keys()
+    for pk, job in after.items():
+        assert [getattr(job, f.attname) for f in Job._meta.concrete_fields] == [
+            getattr(before[pk], f.attname) for f in Job._meta.concrete_fields
+        ]
+    assert Job.objects.get(pk=done.pk).result == {"doubled": 14}
+    assert Job.objects.filter(status="failed").get().pk == failed.pk
+    assert status_totals(job_counts())["succeeded"] == 1
+    assert archive.archive(now) == 0  # nothing left to move
+
+
+def test_a_retried_row_goes_back_to_the_job_table_and_runs_again():
+    failed = jobs.enqueue(test_jobs.fails_until_fixed, {"key": "retry"})
+    now = timezone.now()
+    run_all(now)
+    archive.archive(now)
+    assert where_rows_are()[failed.pk] == archive.ENDED_TABLE
+
+    SideEffect.objects.create(key="fixed retry", pid=0)
+    assert Job.objects.get(pk=failed.pk).retry(now=now)
+    assert where_rows_are()[failed.pk] == TABLE
+    run_all(now)
+    assert Job.objects.get(pk=failed.pk).status == "succeeded"
+
+
+def test_an_update_that_reopens_an_archived_row_moves_it_back():
+    job = jobs.enqueue(test_jobs.record, {"key": "a"})
+    now = timezone.now()
+    run_all(now)
+    archive.archive(now)
+    assert Job.objects.filter(pk=job.pk).update(status=JobStatus.PENDING, finished_at=None) == 1
+    assert where_rows_are()[job.pk] == TABLE
+    assert [j.id for j in claim_due(now, queues=None, limit=10, worker_id="w")] == [job.pk]
+
+
+def test_workflow_rows_and_rows_within_their_dedupe_span_stay():
+    first, second = jobs.chain(test_jobs.record.s(key="1"), test_jobs.record.s(key="2")).enqueue()
+    spanned = jobs.enqueue(
+        test_jobs.record, {"key": "s"}, dedupe_key="k", dedupe_for=dt.timedelta(hours=1)
+    )
+    now = timezone.now()
+    run_all(now)
+    run_all(now)
+    assert archive.archive(now) == 0
+    assert set(where_rows_are().values()) == {TABLE}
+
+    later = now + dt.timedelta(hours=2)
+    assert archive.archive(later) == 1
+    assert where_rows_are()[spanned.pk].startswith(archive.DAY_PREFIX)
+    again = jobs.enqueue(
+        test_jobs.record, {"key": "s"}, dedupe_key="k", dedupe_for=dt.timedelta(hours=1)
+    )
+    assert again.pk != spanned.pk
+    assert {first.pk, second.pk} <= set(where_rows_are())
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 86400})
+def test_a_day_past_its_retention_is_dropped_whole_and_leaves_the_counts_exact():
+    start = timezone.now().replace(hour=12) - dt.timedelta(days=3)
+    days = [start + dt.timedelta(days=n) for n in range(3)]
+    kept_failed = jobs.enqueue(test_jobs.fails_now, {"key": "f"}, run_at=days[0])
+    run_all(days[0])
+    for day in days:
+        for n in range(3):
+            jobs.enqueue(test_jobs.record, {"key": f"{day:%d}-{n}"}, run_at=day)
+        run_all(day)
+    archive.archive(days[-1])
+    history.count_finished(timezone.now())
+    assert FinishedCount.objects.filter(hour=None, status="succeeded").get().rows == 9
+
+    # The first two days ended more than 86,400 s ago, the last one's rows are younger.
+    now = days[-1] + dt.timedelta(hours=23)
+    assert maintenance.prune(now) == 6
+    tables = archive.history_tables(connection)
+    assert archive.day_table(days[0].date()) not in tables
+    assert archive.day_table(days[1].date()) not in tables
+    assert archive.day_table(days[2].date()) in tables
+    assert Job.objects.filter(status="succeeded").count() == 3
+    assert FinishedCount.objects.filter(hour=None, status="succeeded").get().rows == 3
+    assert status_totals(job_counts())["succeeded"] == 3
+    assert Job.objects.filter(pk=kept_failed.pk).exists()  # FAILED_RETENTION None: kept
+    assert dead_rows(archive.day_table(days[2].date())) == 0
+
+
+def test_migrating_from_0016_keeps_every_row_and_back_again():
+    executor = MigrationExecutor(connection)
+    executor.migrate([("django_cronqueue", "0016_finished_counts")])
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        for n, status in enumerate(["pending", "running", "succeeded", "failed", "cancelled"]):
+            finished = now if status in ("succeeded", "failed", "cancelled") else None
+            cursor.execute(
+                f"INSERT INTO {TABLE} (name, payload, status, queue, priority, attempts, "
+                "max_attempts, run_at, dedupe_key, last_error, traceback, worker_id, "
+                "exception_class_path, cancel_requested_by, cancel_reason, snoozes, "
+                "limit_key, schedule, blocked, waiting_for, has_downstream, traceparent, "
+                "created_at, finished_at) VALUES (%s, '{}', %s, 'default', 0, 1, 4, %s, "
+                "NULL, '', '', '', '', '', '', 0, '', '', FALSE, 0, FALSE, '', %s, %s)",
+                [f"testapp.record{n}", status, now, now, finished],
+            )
+        cursor.execute(f"SELECT * FROM {TABLE} ORDER BY id")
+        rows = cursor.fetchall()
+
+    MigrationExecutor(connection).migrate(
+        MigrationExecutor(connection).loader.graph.leaf_nodes("django_cronqueue")
+    )
+    assert archive.archive(now) == 3
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {TABLE} ORDER BY id")
+        assert cursor.fetchall() == rows
+    assert len(set(where_rows_are().values())) == 3
+
+    MigrationExecutor(connection).migrate([("django_cronqueue", "0016_finished_counts")])
+    assert archive.history_tables(connection) == []
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {TABLE} ORDER BY id")
+        assert cursor.fetchall() == rows
+    MigrationExecutor(connection).migrate(
+        MigrationExecutor(connection).loader.graph.leaf_nodes("django_cronqueue")
+    )
+
+
+def relations_scanned(node: dict) -> set[str]:
+    found = {node["Relation Name"]} if "Relation Name" in node else set()
+    for child in node.get("Plans", []):
+        found |= relations_scanned(child)
+    return found
+
+
+def test_the_claim_and_the_completion_never_read_the_history_tables():
+    from django_cronqueue.claiming import claim, claim_request, complete_and_claim
+    from django_cronqueue.conf import database_alias
+    from tests.db.test_claim_plan import captured_claim_statement, explain
+
+    for n in range(3):
+        jobs.enqueue(test_jobs.record, {"key": str(n)})
+    now = timezone.now()
+    run_all(now)
+    jobs.enqueue(test_jobs.record, {"key": "next"})
+    jobs.enqueue(test_jobs.record, {"key": "after"})
+    assert archive.archive(now) == 3
+    assert archive.history_tables(connection)
+
+    def request():
+        return claim_request(
+            timezone.now(), queues=None, limit=10, worker_id="w", include_capped=False
+        )
+
+    running = claim(
+        claim_request(timezone.now(), queues=None, limit=1, worker_id="w", include_capped=False),
+        using=database_alias(),
+    )
+    for run in (
+        lambda: claim(request(), using=database_alias()),
+        lambda: complete_and_claim(
+            request(), running, finished_at=timezone.now(), using=database_alias()
+        ),
+    ):
+        statement = captured_claim_statement(run)
+        assert "ONLY" in statement[0]
+        assert relations_scanned(explain(statement)) <= {TABLE, "django_cronqueue_pause"}
+
+
+def test_a_claim_takes_no_more_rows_than_asked_beside_history_tables():
+    """With history tables, a small job table's statistics once made PostgreSQL run the
+    claim's subquery again for each row of the table, and a claim of one took them all."""
+    from django_cronqueue.claiming import claim, claim_request, complete_and_claim
+    from django_cronqueue.conf import database_alias
+
+    for n in range(10):
+        jobs.enqueue(test_jobs.record, {"key": str(n)})
+    archive.archive(timezone.now())
+    assert archive.history_tables(connection)
+
+    def request():
+        return claim_request(
+            timezone.now(), queues=None, limit=1, worker_id="w", include_capped=False
+        )
+
+    first = claim(request(), using=database_alias())
+    assert len(first) == 1
+    claimed, written = complete_and_claim(
+        request(), first, finished_at=timezone.now(), using=database_alias()
+    )
+    assert (len(claimed), written) == (1, {first[0].id})
+    assert Job.objects.filter(status="running").count() == 1
+    assert Job.objects.filter(status="pending").count() == 8
