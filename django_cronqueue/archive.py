@@ -6,7 +6,7 @@ every ``ARCHIVE_EVERY``) into tables that *inherit* from the job table:
 
 - ``django_cronqueue_job_YYYYMMDD``: the rows that succeeded on that UTC day, with a
   CHECK on ``finished_at`` (so a query on a range of finish instants skips other days).
-  A day past ``SUCCEEDED_RETENTION`` goes with one ``DROP TABLE`` (``drop_expired_days``):
+  A day past ``SUCCEEDED_RETENTION`` goes with one ``DROP TABLE`` (``drop_days``):
   no row-by-row delete, no dead rows.
 - ``django_cronqueue_job_ended``: the failed and cancelled rows (kept forever by
   default; pruned in batches when ``FAILED_RETENTION`` is set).
@@ -51,7 +51,8 @@ __all__ = [
     "REOPEN_FUNCTION",
     "archive",
     "day_table",
-    "drop_expired_days",
+    "drop_days",
+    "expired_days",
     "history_tables",
     "supported",
 ]
@@ -88,6 +89,14 @@ def supported(connection: BaseDatabaseWrapper) -> bool:
 
 def day_table(day: dt.date) -> str:
     return f"{DAY_PREFIX}{day:%Y%m%d}"
+
+
+def _day_start(name: str) -> dt.datetime | None:
+    """The first instant (UTC) of a day table's day; None for another table."""
+    found = DAY_TABLE.match(name)
+    if found is None:
+        return None
+    return dt.datetime.strptime(found.group(1), "%Y%m%d").replace(tzinfo=dt.timezone.utc)
 
 
 COLUMNS = [str(field.column) for field in Job._meta.concrete_fields]
@@ -128,10 +137,9 @@ def ensure_table(connection: BaseDatabaseWrapper, name: str) -> None:
 def _create(cursor: Any, quote: Callable[[str], str], name: str) -> None:
     table = quote(name)
     cursor.execute(f"CREATE TABLE {table} () INHERITS ({TABLE})")
-    found = DAY_TABLE.match(name)
-    if found:
+    start = _day_start(name)
+    if start is not None:
         # Django's cursor binds on the client: the bounds are quoted into the DDL.
-        start = dt.datetime.strptime(found.group(1), "%Y%m%d").replace(tzinfo=dt.timezone.utc)
         cursor.execute(
             f"ALTER TABLE {table} ADD CONSTRAINT {quote(name + '_day')} "
             "CHECK (finished_at >= %s AND finished_at < %s)",
@@ -230,27 +238,25 @@ def _move(
 
 def expired_days(connection: BaseDatabaseWrapper, cutoff: dt.datetime) -> list[str]:
     """The day tables whose every row finished before ``cutoff``, oldest first."""
-    expired = []
-    for name in history_tables(connection):
-        found = DAY_TABLE.match(name)
-        if found:
-            day = dt.datetime.strptime(found.group(1), "%Y%m%d").date()
-            end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
-            if end <= cutoff:
-                expired.append(name)
-    return expired
+    starts = {name: _day_start(name) for name in history_tables(connection)}
+    return [
+        name
+        for name, start in starts.items()
+        if start is not None and start + dt.timedelta(days=1) <= cutoff
+    ]
 
 
-def drop_expired_days(
-    connection: BaseDatabaseWrapper, cutoff: dt.datetime, counted_until: dt.datetime | None
+def drop_days(
+    connection: BaseDatabaseWrapper, names: list[str], counted_until: dt.datetime | None
 ) -> tuple[int, list[tuple[Any, ...]]]:
-    """Drop the day tables past ``cutoff`` (in the caller's transaction, which holds the
-    counts' mark): returns how many rows went, and per (status, name, queue, hour) how
-    many of them were counted (finished up to ``counted_until``), for ``history``."""
+    """Drop the day tables ``names`` (``expired_days``; in the caller's transaction, which
+    holds the counts' mark): returns how many rows went, and per (status, name, queue,
+    hour) how many of them were counted (finished up to ``counted_until``), for
+    ``history``."""
     dropped = 0
     counted: list[tuple[Any, ...]] = []
     with connection.cursor() as cursor:
-        for name in expired_days(connection, cutoff):
+        for name in names:
             # One pass over the day: its rows in all, and those the counts hold.
             cursor.execute(
                 "SELECT status, name, queue, date_trunc('hour', finished_at), count(*), "

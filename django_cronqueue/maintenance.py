@@ -152,11 +152,15 @@ def _drop_expired_days(cutoff: dt.datetime) -> int:
     tables (``archive``), out of the counts in the same transaction; the planner's
     statistics of the job table are then taken again."""
     connection = connections[database_alias()]
-    if not archive.supported(connection) or not archive.expired_days(connection, cutoff):
+    if not archive.supported(connection):
         return 0
+    if not archive.expired_days(connection, cutoff):
+        return 0  # most hours: no day to drop, and the counts' lock is not taken
     with transaction.atomic(using=database_alias()):
         counted_until = history.lock_mark()
-        dropped, counted = archive.drop_expired_days(connection, cutoff, counted_until)
+        # Listed again under the lock: another worker's prune may have dropped them.
+        expired = archive.expired_days(connection, cutoff)
+        dropped, counted = archive.drop_days(connection, expired, counted_until)
         history.uncount_groups(counted)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {connection.ops.quote_name(Job._meta.db_table)}")
