@@ -50,10 +50,13 @@ __all__ = [
     "ENDED_TABLE",
     "REOPEN_FUNCTION",
     "archive",
+    "day_of_table",
     "day_table",
+    "drop_day",
     "drop_days",
     "expired_days",
     "history_tables",
+    "kept_elsewhere",
     "supported",
 ]
 
@@ -246,13 +249,63 @@ def expired_days(connection: BaseDatabaseWrapper, cutoff: dt.datetime) -> list[s
     ]
 
 
+def day_of_table(name: str) -> dt.date:
+    """The UTC day of the day table ``name``."""
+    start = _day_start(name)
+    if start is None:
+        raise ValueError(f"{name!r} is not a day table of the job history")
+    return start.date()
+
+
+def kept_elsewhere(
+    connection: BaseDatabaseWrapper, day: dt.date, counted_until: dt.datetime
+) -> list[tuple[Any, ...]]:
+    """The counted succeeded rows of the UTC ``day`` outside its day table (still in the
+    job table, or in the ended one after an UPDATE), per (status, name, queue, hour,
+    rows): read from the (status, finished_at) indexes of those small tables."""
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+    where = "status = 'succeeded' AND finished_at >= %s AND finished_at < %s AND finished_at <= %s"
+    params = [start, start + dt.timedelta(days=1), counted_until]
+    tables = [f"ONLY {TABLE}"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [ENDED_TABLE])
+        if cursor.fetchone()[0] is not None:
+            tables.append(connection.ops.quote_name(ENDED_TABLE))
+        rows = " UNION ALL ".join(
+            f"SELECT name, queue, finished_at FROM {t} WHERE {where}" for t in tables
+        )
+        cursor.execute(
+            "SELECT 'succeeded', name, queue, date_trunc('hour', finished_at), count(*) "
+            f"FROM ({rows}) kept GROUP BY 2, 3, 4",
+            params * len(tables),
+        )
+        return list(cursor.fetchall())
+
+
+def drop_day(connection: BaseDatabaseWrapper, name: str, counted_until: dt.datetime) -> int:
+    """Drop the day table ``name`` (in the caller's transaction, which holds the counts'
+    mark and takes its counted rows out of the counts: ``history.uncount_day``). Returns
+    how many of its rows were not counted (finished after ``counted_until``): read from
+    its (status, finished_at) index, nothing before a late completion's instant."""
+    table = connection.ops.quote_name(name)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {table} WHERE status = 'succeeded' AND finished_at > %s",
+            [counted_until],
+        )
+        uncounted = int(cursor.fetchone()[0])
+        cursor.execute(f"DROP TABLE {table}")
+    return uncounted
+
+
 def drop_days(
     connection: BaseDatabaseWrapper, names: list[str], counted_until: dt.datetime | None
 ) -> tuple[int, list[tuple[Any, ...]]]:
     """Drop the day tables ``names`` (``expired_days``; in the caller's transaction, which
-    holds the counts' mark): returns how many rows went, and per (status, name, queue,
-    hour) how many of them were counted (finished up to ``counted_until``), for
-    ``history``."""
+    holds the counts' mark), reading their rows first: returns how many rows went, and
+    per (status, name, queue, hour) how many of them were counted (finished up to
+    ``counted_until``), for ``history``. For counts not kept by day (``drop_day`` needs
+    no read)."""
     dropped = 0
     counted: list[tuple[Any, ...]] = []
     with connection.cursor() as cursor:

@@ -1,10 +1,11 @@
 """The counts of finished rows (succeeded, failed, cancelled) per name and queue, kept
 off the worker's per-job path so that no reader counts the history.
 
-The counts are kept in all and, for the dashboard's chart of the last 24 hours, per hour
-of ``finished_at`` over the last ``HOURS_KEPT``. A worker's completion writes nothing
-here: a counter row updated by every completion
-would serialize the workers on it. Instead the housekeeping of a tick
+The counts are kept in all, per UTC day of ``finished_at`` while the day has rows (so
+that a day's history table is dropped without reading it: ``uncount_day``) and, for the
+dashboard's chart of the last 24 hours, per hour over the last ``HOURS_KEPT``. A
+worker's completion writes nothing here: a counter row updated by every completion would
+serialize the workers on it. Instead the housekeeping of a tick
 (``count_finished``, every ``COUNT_EVERY``) adds the rows finished since the last pass,
 up to a little before ``now`` (``settle_margin``: a completion is written with its
 worker's clock and committed a moment later), and moves ``counted_until`` there. What
@@ -28,21 +29,30 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.db.models.functions import TruncHour
+from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
 from .conf import database_alias, max_clock_skew
-from .models import FINISHED_STATUSES, FinishedCount, FinishedCountMark, Job
+from .models import (
+    FINISHED_STATUSES,
+    FinishedCount,
+    FinishedCountMark,
+    FinishedDayCount,
+    Job,
+    JobStatus,
+)
 
 __all__ = [
     "COUNT_EVERY",
     "HOURS_KEPT",
     "ROW_FIELDS",
     "count_finished",
+    "counted_by_day",
     "hour_of",
     "lock_mark",
     "settle_margin",
     "uncount",
+    "uncount_day",
     "uncount_groups",
 ]
 
@@ -56,6 +66,8 @@ HOURS_KEPT = dt.timedelta(hours=48)
 
 # (status, name, queue, hour): hour None for the count in all
 Key = tuple[str, str, str, dt.datetime | None]
+# (status, name, queue, UTC day)
+DayKey = tuple[str, str, str, dt.date]
 
 
 def settle_margin() -> dt.timedelta:
@@ -79,16 +91,29 @@ def lock_mark() -> dt.datetime | None:
     raise RuntimeError("the FinishedCountMark row could not be created")
 
 
+def counted_by_day() -> bool:
+    """Whether the counts are kept per day too (``FinishedDayCount``); read under the
+    mark's lock (``lock_mark``), in the caller's transaction."""
+    return bool(_marks().values_list("by_day", flat=True).first())
+
+
 def count_finished(now: dt.datetime) -> int:
     """Add the rows finished since the last pass, up to ``now - settle_margin()``, to the
-    counts (in all, and per hour for the last ``HOURS_KEPT`` hours). Returns how many rows
-    it added. The first pass reads the whole history once; the next ones the rows of one
-    interval, through the (status, finished_at) index. Never past this process's clock: a
-    tick given a ``now`` in the future (as tests do) must not count up to an instant that
-    the rows finishing meanwhile are stamped before."""
+    counts (in all, per day, and per hour for the last ``HOURS_KEPT`` hours). Returns how
+    many rows it added. The first pass reads the whole history once (and so does the
+    first one after an upgrade from counts kept without their days); the next ones the
+    rows of one interval, through the (status, finished_at) index. Never past this
+    process's clock: a tick given a ``now`` in the future (as tests do) must not count up
+    to an instant that the rows finishing meanwhile are stamped before."""
     upto = min(now, timezone.now()) - settle_margin()
     with transaction.atomic(using=database_alias()):
         counted_until = lock_mark()
+        if counted_until is None or not counted_by_day():
+            # Nothing counted (the mark new or deleted to count again), or counted without
+            # the days (by an earlier version): counted from scratch, with them.
+            _counts().delete()
+            _day_counts().delete()
+            counted_until = None
         if counted_until is not None and upto <= counted_until:
             return 0
         finished = _jobs().filter(status__in=FINISHED_STATUSES, finished_at__lte=upto)
@@ -96,9 +121,16 @@ def count_finished(now: dt.datetime) -> int:
             finished = finished.filter(finished_at__gt=counted_until)
         oldest_hour = hour_of(upto) - HOURS_KEPT
         added: Counter[Key] = Counter()
-        totals = finished.order_by().values_list("status", "name", "queue").annotate(n=Count("*"))
-        for status, name, queue, n in totals:
+        added_days: Counter[DayKey] = Counter()
+        days = (
+            finished.order_by()
+            .annotate(day=TruncDay("finished_at", tzinfo=dt.timezone.utc))
+            .values_list("status", "name", "queue", "day")
+            .annotate(n=Count("*"))
+        )
+        for status, name, queue, day, n in days:
             added[(status, name, queue, None)] += n
+            added_days[(status, name, queue, day_of(day))] += n
         # The hours kept only: the first pass reads the whole history, not every hour of it.
         recent = finished.filter(finished_at__gte=oldest_hour).order_by()
         hours = (
@@ -109,8 +141,9 @@ def count_finished(now: dt.datetime) -> int:
         for status, name, queue, hour, n in hours:
             added[(status, name, queue, hour_of(hour))] += n
         _apply(added)
+        _apply_days(added_days)
         _counts().filter(hour__lt=oldest_hour).delete()
-        _marks().update(counted_until=upto)
+        _marks().update(counted_until=upto, by_day=True)
     return sum(n for key, n in added.items() if key[3] is None)
 
 
@@ -121,11 +154,14 @@ def uncount(rows: Iterable[tuple[Any, ...]], counted_until: dt.datetime | None) 
     if counted_until is None:
         return
     removed: Counter[Key] = Counter()
+    removed_days: Counter[DayKey] = Counter()
     for status, name, queue, finished_at in rows:
         if status in FINISHED_STATUSES and finished_at is not None and finished_at <= counted_until:
             removed[(status, name, queue, None)] -= 1
             removed[(status, name, queue, hour_of(finished_at))] -= 1  # if kept
+            removed_days[(status, name, queue, day_of(finished_at))] -= 1
     _apply(removed)
+    _apply_days(removed_days)
 
 
 def uncount_groups(groups: Iterable[tuple[Any, ...]]) -> None:
@@ -133,10 +169,48 @@ def uncount_groups(groups: Iterable[tuple[Any, ...]]) -> None:
     each row finished in that hour and counted (the caller holds the mark, ``lock_mark``).
     For the history tables dropped whole (``archive``)."""
     removed: Counter[Key] = Counter()
+    removed_days: Counter[DayKey] = Counter()
     for status, name, queue, hour, rows in groups:
         removed[(status, name, queue, None)] -= rows
         removed[(status, name, queue, hour_of(hour))] -= rows  # if kept
+        removed_days[(status, name, queue, day_of(hour))] -= rows
     _apply(removed)
+    _apply_days(removed_days)
+
+
+def uncount_day(day: dt.date, staying: Iterable[tuple[Any, ...]]) -> int:
+    """Take the counted succeeded rows of the UTC ``day`` out of the counts, all but
+    ``staying`` ((status, name, queue, hour, rows): the counted rows of that day kept
+    elsewhere), from the day's own counts, without reading a row: for a day's history
+    table dropped whole. Returns how many counted rows went. The caller holds the mark
+    (``lock_mark``) and the counts are kept by day (``counted_by_day``)."""
+    stay: Counter[Key] = Counter()
+    for status, name, queue, hour, rows in staying:
+        stay[(status, name, queue, None)] += rows
+        stay[(status, name, queue, hour_of(hour))] += rows
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+    removed: Counter[Key] = Counter()
+    removed_days: Counter[DayKey] = Counter()
+    for of_day in _day_counts().filter(day=day, status=JobStatus.SUCCEEDED):
+        group = (of_day.status, of_day.name, of_day.queue)
+        gone = max(0, of_day.rows - stay[(*group, None)])
+        removed[(*group, None)] -= gone
+        removed_days[(*group, day)] -= gone
+    hours = _counts().filter(
+        status=JobStatus.SUCCEEDED, hour__gte=start, hour__lt=start + dt.timedelta(days=1)
+    )
+    for of_hour in hours:
+        assert of_hour.hour is not None
+        key = (of_hour.status, of_hour.name, of_hour.queue, hour_of(of_hour.hour))
+        removed[key] -= max(0, of_hour.rows - stay[key])
+    _apply(removed)
+    _apply_days(removed_days)
+    return -sum(removed_days.values())
+
+
+def day_of(instant: dt.datetime) -> dt.date:
+    """The UTC day that ``instant`` (as for ``hour_of``) falls in."""
+    return hour_of(instant).date()
 
 
 def hour_of(instant: dt.datetime) -> dt.datetime:
@@ -148,30 +222,48 @@ def hour_of(instant: dt.datetime) -> dt.datetime:
 
 
 def _apply(changes: Mapping[Key, int]) -> None:
-    """Add ``changes`` to the counts (under the mark's lock: nothing else writes them); a
-    count that reaches zero loses its row, and an hour no longer kept is not made again."""
+    """Add ``changes`` to the counts in all and per hour (under the mark's lock: nothing
+    else writes them); an hour no longer kept is not made again."""
+    hours = {key[3] for key in changes if key[3] is not None and changes[key]}
+    _add(_counts(), "hour", changes, Q(hour__isnull=True) | Q(hour__in=hours))
+
+
+def _apply_days(changes: Mapping[DayKey, int]) -> None:
+    """Add ``changes`` to the counts per day (under the mark's lock)."""
+    _add(_day_counts(), "day", changes, Q(day__in={key[3] for key in changes}))
+
+
+def _add(
+    counts: QuerySet[Any], period: str, changes: Mapping[tuple[Any, ...], int], near: Q
+) -> None:
+    """Add ``changes`` ((status, name, queue, ``period``) -> rows) to the ``counts``
+    (``near``: their rows that ``changes`` may touch); a count that reaches zero loses its
+    row, and a missing one is made only by a positive change."""
     changes = {key: n for key, n in changes.items() if n}
     if not changes:
         return
-    hours = {key[3] for key in changes if key[3] is not None}
-    rows = _counts().filter(Q(hour__isnull=True) | Q(hour__in=hours))
-    existing = {(row.status, row.name, row.queue, row.hour): row for row in rows}
-    updated: list[FinishedCount] = []
-    created: list[FinishedCount] = []
-    emptied: list[FinishedCount] = []
-    for (status, name, queue, hour), n in changes.items():
-        row = existing.get((status, name, queue, hour))
+    existing = {
+        (row.status, row.name, row.queue, getattr(row, period)): row for row in counts.filter(near)
+    }
+    updated: list[Any] = []
+    created: list[Any] = []
+    emptied: list[Any] = []
+    for (status, name, queue, when), n in changes.items():
+        row = existing.get((status, name, queue, when))
         if row is None:
             if n > 0:
-                created.append(
-                    FinishedCount(status=status, name=name, queue=queue, hour=hour, rows=n)
-                )
+                fields = {"status": status, "name": name, "queue": queue, period: when}
+                created.append(counts.model(**fields, rows=n))
             continue
         row.rows += n
         (updated if row.rows > 0 else emptied).append(row)
-    _counts().bulk_create(created)
-    _counts().bulk_update(updated, ["rows"])
-    _counts().filter(pk__in=[row.pk for row in emptied]).delete()
+    counts.bulk_create(created)
+    counts.bulk_update(updated, ["rows"])
+    counts.filter(pk__in=[row.pk for row in emptied]).delete()
+
+
+def _day_counts() -> QuerySet[FinishedDayCount]:
+    return FinishedDayCount.objects.using(database_alias())
 
 
 def _counts() -> QuerySet[FinishedCount]:

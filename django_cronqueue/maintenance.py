@@ -160,11 +160,22 @@ def _drop_expired_days(cutoff: dt.datetime) -> int:
         counted_until = history.lock_mark()
         # Listed again under the lock: another worker's prune may have dropped them.
         expired = archive.expired_days(connection, cutoff)
-        dropped, counted = archive.drop_days(connection, expired, counted_until)
-        history.uncount_groups(counted)
+        if counted_until is None or not history.counted_by_day():
+            dropped, counted = archive.drop_days(connection, expired, counted_until)
+            history.uncount_groups(counted)
+        else:  # the day's rows go out of the counts by its counts: no read of the rows
+            dropped = sum(_drop_counted_day(connection, name, counted_until) for name in expired)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {connection.ops.quote_name(Job._meta.db_table)}")
     return dropped
+
+
+def _drop_counted_day(connection: Any, name: str, counted_until: dt.datetime) -> int:
+    """Drop one day table whose rows are counted by day; returns how many rows went."""
+    day = archive.day_of_table(name)
+    staying = archive.kept_elsewhere(connection, day, counted_until)
+    counted = history.uncount_day(day, staying)
+    return counted + archive.drop_day(connection, name, counted_until)
 
 
 def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int) -> int:

@@ -1,5 +1,6 @@
 """The tables: jobs, cron schedules, worker heartbeats, per-name concurrency locks,
-pauses of queues and job names, and the flow-control locks and start log.
+pauses of queues and job names, and the flow-control locks and start log (and, from
+``count_tables``, the counts of finished rows).
 
 The models sit below the code that changes their rows, so their verbs (``Job.retry()``,
 ``CronSchedule.run_now()``, ...) are declared here and carried out by ``ModelVerbs``,
@@ -16,10 +17,12 @@ from django.apps import apps
 from django.db import models
 from django.utils import timezone
 
+from .count_tables import FinishedCount, FinishedCountMark, FinishedDayCount
 from .cronspec import DEFAULT_MAX_CATCH_UP
 from .fields import ExactCharField
 from .flowspec import MAX_LIMIT_KEY_LENGTH
 from .registry import JobDefinition
+from .statuses import FINISHED_STATUSES, JobStatus
 from .validation import (
     MAX_DEDUPE_KEY_LENGTH,
     MAX_EXPRESSION_LENGTH,
@@ -38,6 +41,7 @@ __all__ = [
     "ExactCharField",
     "FinishedCount",
     "FinishedCountMark",
+    "FinishedDayCount",
     "FlowLock",
     "Job",
     "JobDependency",
@@ -48,17 +52,6 @@ __all__ = [
     "Pause",
     "Worker",
 ]
-
-
-class JobStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-
-
-FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 class Job(models.Model):
@@ -312,45 +305,6 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.id
-
-
-class FinishedCount(models.Model):
-    """Finished rows per (status, name, queue) up to ``FinishedCountMark.counted_until``,
-    in all (``hour`` null) and per hour of ``finished_at`` over the last two days: kept by
-    housekeeping (``django_cronqueue.history``), read by ``observe.counts``."""
-
-    status = models.CharField(max_length=16, choices=JobStatus.choices)
-    name = ExactCharField(max_length=MAX_NAME_LENGTH)
-    queue = ExactCharField(max_length=MAX_QUEUE_LENGTH)
-    hour = models.DateTimeField(null=True, blank=True)
-    rows = models.BigIntegerField(default=0)
-
-    class Meta:
-        app_label = "django_cronqueue"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["status", "name", "queue", "hour"], name="cronqueue_finishedcount_unique"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.rows} {self.status} {self.name} ({self.queue}) {self.hour or 'in all'}"
-
-
-class FinishedCountMark(models.Model):
-    """One row (``ONLY``): the rows finished up to ``counted_until`` are in FinishedCount
-    (none when null). Locked by whatever changes those counts, one at a time."""
-
-    ONLY = 1
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=ONLY)
-    counted_until = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        app_label = "django_cronqueue"
-
-    def __str__(self) -> str:
-        return f"finished rows counted until {self.counted_until}"
 
 
 class NameLock(models.Model):

@@ -24,6 +24,7 @@ from django_cronqueue.models import (
     FINISHED_STATUSES,
     FinishedCount,
     FinishedCountMark,
+    FinishedDayCount,
     Job,
     JobStatus,
 )
@@ -52,6 +53,22 @@ def kept():
     """What the counts table holds in all."""
     rows = FinishedCount.objects.filter(hour__isnull=True)
     return {(c.status, c.name, c.queue): c.rows for c in rows}
+
+
+def kept_days():
+    return {(c.status, c.name, c.queue, c.day): c.rows for c in FinishedDayCount.objects.all()}
+
+
+def exact_days():
+    """Finished rows per (status, name, queue, UTC day of finished_at), from the job table."""
+    days: dict[tuple, int] = {}
+    rows = Job.objects.filter(status__in=FINISHED_STATUSES, finished_at__isnull=False)
+    for status, name, queue, finished_at in rows.values_list(
+        "status", "name", "queue", "finished_at"
+    ):
+        key = (status, name, queue, finished_at.astimezone(dt.timezone.utc).date())
+        days[key] = days.get(key, 0) + 1
+    return days
 
 
 def kept_hours():
@@ -86,8 +103,26 @@ def test_a_pass_counts_each_finished_row_once():
             ("cancelled", "testapp.record", "default"): 1,
         }
     )
+    assert kept_days() == exact_days() and sum(kept_days().values()) == 4
     assert history.count_finished(now + 2 * SETTLED) == 0
     assert kept() == exact_finished()
+    assert counts.job_counts() == exact()
+
+
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": None})
+def test_counts_kept_without_their_days_are_counted_again_with_them():
+    """As on a site upgraded from a version that kept no counts per day: its next pass
+    counts the history again, with the days, in one transaction."""
+    now = timezone.now() - HOUR
+    finish_some(now - dt.timedelta(days=2))
+    finish_some(now)
+    history.count_finished(now + SETTLED)
+    FinishedDayCount.objects.all().delete()
+    FinishedCountMark.objects.update(by_day=False)
+    assert history.count_finished(now + SETTLED) == 8  # all of them again, none twice
+    assert kept() == exact_finished()
+    assert kept_days() == exact_days() and len({key[3] for key in kept_days()}) == 2
+    assert FinishedCountMark.objects.get().by_day
     assert counts.job_counts() == exact()
 
 
@@ -136,6 +171,7 @@ def test_the_prune_takes_what_it_deletes_out_of_the_counts():
     assert maintenance.prune(now + dt.timedelta(hours=1)) == 5
     assert Job.objects.count() == 0
     assert kept() == {}  # the counted rows left, and the uncounted one took nothing
+    assert kept_days() == {}
     assert counts.job_counts() == exact() == {}
 
 
@@ -153,6 +189,7 @@ def test_the_prune_in_batches_keeps_the_counts_of_what_it_keeps():
             ("cancelled", "testapp.record", "default"): 1,
         }
     )
+    assert kept_days() == exact_days()
 
 
 def test_a_retry_from_failed_leaves_the_failed_count():
@@ -164,6 +201,7 @@ def test_a_retry_from_failed_leaves_the_failed_count():
     assert failing.retry(now=now + SETTLED)
     assert ("failed", "testapp.fails_now", "default") not in kept()
     assert kept() == exact_finished()
+    assert kept_days() == exact_days()
     assert counts.job_counts() == exact()
     jobs.tick(now=now + SETTLED)  # fails again, counted again once settled
     history.count_finished(now + 2 * SETTLED)
@@ -208,6 +246,7 @@ def test_a_retry_that_reopens_a_chain_takes_the_cancelled_downstream_out_too():
     third.refresh_from_db()
     assert (third.status, third.blocked) == ("pending", True)
     assert kept() == exact_finished() == {("succeeded", "testapp.record", "default"): 1}
+    assert kept_days() == exact_days()
     assert counts.job_counts() == exact()
 
 

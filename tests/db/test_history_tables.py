@@ -12,7 +12,14 @@ from django.utils import timezone
 
 from django_cronqueue import archive, history, jobs, maintenance
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.models import FinishedCount, Job, JobStatus
+from django_cronqueue.models import (
+    FINISHED_STATUSES,
+    FinishedCount,
+    FinishedCountMark,
+    FinishedDayCount,
+    Job,
+    JobStatus,
+)
 from django_cronqueue.observe.counts import job_counts, status_totals
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
@@ -166,6 +173,67 @@ def test_a_day_past_its_retention_is_dropped_whole_and_leaves_the_counts_exact()
     # The six rows went with their tables: no row was deleted one by one (the deletes
     # counted before the prune, of the tables dropped since, are no longer summed).
     assert deleted_rows() <= deleted_before
+
+
+def counted() -> dict[tuple, int]:
+    """The counts in all, per day and per hour, as kept."""
+    found = {(c.status, c.name, c.queue, c.hour): c.rows for c in FinishedCount.objects.all()}
+    found.update(
+        {(c.status, c.name, c.queue, c.day): c.rows for c in FinishedDayCount.objects.all()}
+    )
+    return found
+
+
+def counted_from_rows(upto: dt.datetime) -> dict[tuple, int]:
+    """The same counts, made from the rows finished up to ``upto``."""
+    found: dict[tuple, int] = {}
+    rows = Job.objects.filter(status__in=FINISHED_STATUSES, finished_at__lte=upto)
+    for status, name, queue, at in rows.values_list("status", "name", "queue", "finished_at"):
+        for when in (None, history.hour_of(at), history.day_of(at)):
+            found[(status, name, queue, when)] = found.get((status, name, queue, when), 0) + 1
+    return found
+
+
+@pytest.mark.parametrize("by_day", [True, False], ids=["by its counts", "by reading its rows"])
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": None})
+def test_a_dropped_day_leaves_the_counts_exact_with_rows_kept_elsewhere_and_uncounted(by_day):
+    """Yesterday's day table is dropped; of that day, a chain's rows stay in the job table
+    (deleted in batches), a failed row in the ended table (kept), and some rows finished
+    after the counts' mark (not counted): the counts (in all, per day, per hour) stay
+    those of the rows left, whether the day's counts are kept (no read of the day's
+    rows) or not (an upgraded site before its first pass)."""
+    yesterday = dt.datetime.combine(
+        timezone.now().date() - dt.timedelta(days=1), dt.time(), tzinfo=dt.timezone.utc
+    )
+    early, late = yesterday + dt.timedelta(minutes=30), yesterday + dt.timedelta(hours=12)
+    for n in range(3):
+        jobs.enqueue(test_jobs.record, {"key": f"early{n}"}, run_at=early)
+    jobs.chain(test_jobs.record.s(key="c1"), test_jobs.record.s(key="c2")).enqueue()
+    Job.objects.filter(run_at__gt=early).update(run_at=early)
+    failed = jobs.enqueue(test_jobs.fails_now, {"key": "f"}, run_at=early)
+    run_all(early)
+    for n in range(2):
+        jobs.enqueue(test_jobs.record, {"key": f"late{n}"}, run_at=late)
+    run_all(late)
+    assert archive.archive(late) == 6  # 3 early and 2 late succeeded rows, 1 failed
+    history.count_finished(yesterday + dt.timedelta(hours=6))  # the early ones counted
+    mark = FinishedCountMark.objects.get().counted_until
+    assert counted() == counted_from_rows(mark)
+    assert {key[0] for key in counted()} == {"succeeded", "failed"}
+    if not by_day:
+        FinishedCountMark.objects.update(by_day=False)
+
+    # The drop first (the chain's rows are still there), then the rest of the prune.
+    assert maintenance._drop_expired_days(yesterday + dt.timedelta(days=1)) == 5
+    assert archive.day_table(yesterday.date()) not in archive.history_tables(connection)
+    assert Job.objects.count() == 3
+    assert counted() == counted_from_rows(mark)
+    assert maintenance.prune(timezone.now() + dt.timedelta(hours=1)) == 2
+    assert list(Job.objects.values_list("pk", flat=True)) == [failed.pk]
+    assert counted() == counted_from_rows(mark)
+    history.count_finished(timezone.now())
+    assert counted() == counted_from_rows(timezone.now())
+    assert job_counts() == {("failed", "testapp.fails_now", "default"): 1}
 
 
 def test_migrating_from_0016_keeps_every_row_and_back_again():

@@ -1,0 +1,78 @@
+"""The tables of the counts of finished rows, which housekeeping keeps
+(``django_cronqueue.history``) and the dashboard, ``cronqueue_status`` and ``MetricsView``
+read (``django_cronqueue.observe.counts``)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .fields import ExactCharField
+from .statuses import JobStatus
+from .validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
+
+__all__ = ["FinishedCount", "FinishedCountMark", "FinishedDayCount"]
+
+
+class FinishedCount(models.Model):
+    """Finished rows per (status, name, queue) up to ``FinishedCountMark.counted_until``,
+    in all (``hour`` null) and per hour of ``finished_at`` over the last two days: kept by
+    housekeeping (``django_cronqueue.history``), read by ``observe.counts``."""
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices)
+    name = ExactCharField(max_length=MAX_NAME_LENGTH)
+    queue = ExactCharField(max_length=MAX_QUEUE_LENGTH)
+    hour = models.DateTimeField(null=True, blank=True)
+    rows = models.BigIntegerField(default=0)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status", "name", "queue", "hour"], name="cronqueue_finishedcount_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rows} {self.status} {self.name} ({self.queue}) {self.hour or 'in all'}"
+
+
+class FinishedDayCount(models.Model):
+    """The same counted rows per UTC day of ``finished_at``, kept while the day has rows:
+    what lets a day's history table be dropped without reading it
+    (``django_cronqueue.history.uncount_day``)."""
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices)
+    name = ExactCharField(max_length=MAX_NAME_LENGTH)
+    queue = ExactCharField(max_length=MAX_QUEUE_LENGTH)
+    day = models.DateField()
+    rows = models.BigIntegerField(default=0)
+
+    class Meta:
+        app_label = "django_cronqueue"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status", "name", "queue", "day"], name="cronqueue_finisheddaycount_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rows} {self.status} {self.name} ({self.queue}) on {self.day}"
+
+
+class FinishedCountMark(models.Model):
+    """One row (``ONLY``): the rows finished up to ``counted_until`` are in FinishedCount
+    and FinishedDayCount (none when null). Locked by whatever changes those counts, one
+    at a time. ``by_day``: the counts were made by a version that keeps FinishedDayCount
+    (counts made before it are counted again)."""
+
+    ONLY = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=ONLY)
+    counted_until = models.DateTimeField(null=True, blank=True)
+    by_day = models.BooleanField(default=False, db_default=False)
+
+    class Meta:
+        app_label = "django_cronqueue"
+
+    def __str__(self) -> str:
+        return f"finished rows counted until {self.counted_until}"
