@@ -99,10 +99,12 @@ def prune(now: dt.datetime) -> int:
 def prune_batches() -> int:
     """Delete the finished batches whose members and callbacks have all been pruned
     (their rows go with the jobs' retention; a batch would otherwise outlive them)."""
+    finished = Batch.objects.using(database_alias()).filter(finished_at__isnull=False)
+    if not finished.exists():  # a site without batches: no statement over the job tables
+        return 0
     jobs_left = Job.objects.filter(batch_id=OuterRef("pk"))
-    gone = Batch.objects.using(database_alias()).filter(
+    gone = finished.filter(
         ~Exists(jobs_left),
-        finished_at__isnull=False,
         then_job__isnull=True,
         finally_job__isnull=True,
     )
