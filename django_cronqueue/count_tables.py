@@ -13,16 +13,24 @@ from .validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 __all__ = ["FinishedCount", "FinishedCountMark", "FinishedDayCount"]
 
 
-class FinishedCount(models.Model):
-    """Finished rows per (status, name, queue) up to ``FinishedCountMark.counted_until``,
-    in all (``hour`` null) and per hour of ``finished_at`` over the last two days: kept by
-    housekeeping (``django_cronqueue.history``), read by ``observe.counts``."""
+class CountedRows(models.Model):
+    """A count of finished rows of one status, job name and queue (abstract)."""
 
     status = models.CharField(max_length=16, choices=JobStatus.choices)
     name = ExactCharField(max_length=MAX_NAME_LENGTH)
     queue = ExactCharField(max_length=MAX_QUEUE_LENGTH)
-    hour = models.DateTimeField(null=True, blank=True)
     rows = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class FinishedCount(CountedRows):
+    """Finished rows per (status, name, queue) up to ``FinishedCountMark.counted_until``,
+    in all (``hour`` null) and per hour of ``finished_at`` over the last two days: kept by
+    housekeeping (``django_cronqueue.history``), read by ``observe.counts``."""
+
+    hour = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         app_label = "django_cronqueue"
@@ -36,16 +44,12 @@ class FinishedCount(models.Model):
         return f"{self.rows} {self.status} {self.name} ({self.queue}) {self.hour or 'in all'}"
 
 
-class FinishedDayCount(models.Model):
+class FinishedDayCount(CountedRows):
     """The same counted rows per UTC day of ``finished_at``, kept while the day has rows:
     what lets a day's history table be dropped without reading it
     (``django_cronqueue.history.uncount_day``)."""
 
-    status = models.CharField(max_length=16, choices=JobStatus.choices)
-    name = ExactCharField(max_length=MAX_NAME_LENGTH)
-    queue = ExactCharField(max_length=MAX_QUEUE_LENGTH)
     day = models.DateField()
-    rows = models.BigIntegerField(default=0)
 
     class Meta:
         app_label = "django_cronqueue"
