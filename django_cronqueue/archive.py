@@ -257,28 +257,28 @@ def day_of_table(name: str) -> dt.date:
     return start.date()
 
 
+# The rows of a day that finished (succeeded) by the counts' mark.
+COUNTED_ON_DAY = (
+    "status = 'succeeded' AND finished_at >= %s AND finished_at < %s AND finished_at <= %s"
+)
+KEPT_ELSEWHERE = (
+    "SELECT 'succeeded', name, queue, date_trunc('hour', finished_at), count(*) FROM ("
+    f"SELECT name, queue, finished_at FROM ONLY {TABLE} WHERE {COUNTED_ON_DAY} UNION ALL "
+    f"SELECT name, queue, finished_at FROM {ENDED_TABLE} WHERE {COUNTED_ON_DAY}"
+    ") kept GROUP BY 2, 3, 4"
+)
+
+
 def kept_elsewhere(
     connection: BaseDatabaseWrapper, day: dt.date, counted_until: dt.datetime
 ) -> list[tuple[Any, ...]]:
     """The counted succeeded rows of the UTC ``day`` outside its day table (still in the
     job table, or in the ended one after an UPDATE), per (status, name, queue, hour,
-    rows): read from the (status, finished_at) indexes of those small tables."""
+    rows): read from the (status, finished_at) indexes of those tables."""
     start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
-    where = "status = 'succeeded' AND finished_at >= %s AND finished_at < %s AND finished_at <= %s"
-    params = [start, start + dt.timedelta(days=1), counted_until]
-    tables = [f"ONLY {TABLE}"]
+    ensure_table(connection, ENDED_TABLE)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s)", [ENDED_TABLE])
-        if cursor.fetchone()[0] is not None:
-            tables.append(connection.ops.quote_name(ENDED_TABLE))
-        rows = " UNION ALL ".join(
-            f"SELECT name, queue, finished_at FROM {t} WHERE {where}" for t in tables
-        )
-        cursor.execute(
-            "SELECT 'succeeded', name, queue, date_trunc('hour', finished_at), count(*) "
-            f"FROM ({rows}) kept GROUP BY 2, 3, 4",
-            params * len(tables),
-        )
+        cursor.execute(KEPT_ELSEWHERE, [start, start + dt.timedelta(days=1), counted_until] * 2)
         return list(cursor.fetchall())
 
 
