@@ -6,7 +6,7 @@ every ``ARCHIVE_EVERY``) into tables that *inherit* from the job table:
 
 - ``django_cronqueue_job_YYYYMMDD``: the rows that succeeded on that UTC day, with a
   CHECK on ``finished_at`` (so a query on a range of finish instants skips other days).
-  A day past ``SUCCEEDED_RETENTION`` goes with one ``DROP TABLE`` (``drop_days``):
+  A day past ``SUCCEEDED_RETENTION`` goes with one ``DROP TABLE`` (``drop_day``):
   no row-by-row delete, no dead rows.
 - ``django_cronqueue_job_ended``: the failed and cancelled rows (kept forever by
   default; pruned in batches when ``FAILED_RETENTION`` is set).
@@ -53,7 +53,6 @@ __all__ = [
     "day_of_table",
     "day_table",
     "drop_day",
-    "drop_days",
     "expired_days",
     "history_tables",
     "kept_elsewhere",
@@ -257,6 +256,8 @@ def day_of_table(name: str) -> dt.date:
     return start.date()
 
 
+# The counts' mark when nothing is counted: every row finished after it.
+NOTHING_COUNTED = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
 # The rows of a day that finished (succeeded) by the counts' mark.
 COUNTED_ON_DAY = (
     "status = 'succeeded' AND finished_at >= %s AND finished_at < %s AND finished_at <= %s"
@@ -270,7 +271,7 @@ KEPT_ELSEWHERE = (
 
 
 def kept_elsewhere(
-    connection: BaseDatabaseWrapper, day: dt.date, counted_until: dt.datetime
+    connection: BaseDatabaseWrapper, day: dt.date, counted_until: dt.datetime | None
 ) -> list[tuple[Any, ...]]:
     """The counted succeeded rows of the UTC ``day`` outside its day table (still in the
     job table, or in the ended one after an UPDATE), per (status, name, queue, hour,
@@ -278,48 +279,22 @@ def kept_elsewhere(
     start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
     ensure_table(connection, ENDED_TABLE)
     with connection.cursor() as cursor:
-        cursor.execute(KEPT_ELSEWHERE, [start, start + dt.timedelta(days=1), counted_until] * 2)
+        bounds = [start, start + dt.timedelta(days=1), counted_until or NOTHING_COUNTED]
+        cursor.execute(KEPT_ELSEWHERE, bounds * 2)
         return list(cursor.fetchall())
 
 
-def drop_day(connection: BaseDatabaseWrapper, name: str, counted_until: dt.datetime) -> int:
+def drop_day(connection: BaseDatabaseWrapper, name: str, counted_until: dt.datetime | None) -> int:
     """Drop the day table ``name`` (in the caller's transaction, which holds the counts'
     mark and takes its counted rows out of the counts: ``history.uncount_day``). Returns
-    how many of its rows were not counted (finished after ``counted_until``): read from
-    its (status, finished_at) index, nothing before a late completion's instant."""
+    how many of its rows were not counted (finished after ``counted_until``; all of them
+    when nothing is counted): read from its (status, finished_at) index."""
     table = connection.ops.quote_name(name)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM {table} WHERE status = 'succeeded' AND finished_at > %s",
-            [counted_until],
+            [counted_until or NOTHING_COUNTED],
         )
         uncounted = int(cursor.fetchone()[0])
         cursor.execute(f"DROP TABLE {table}")
     return uncounted
-
-
-def drop_days(
-    connection: BaseDatabaseWrapper, names: list[str], counted_until: dt.datetime | None
-) -> tuple[int, list[tuple[Any, ...]]]:
-    """Drop the day tables ``names`` (``expired_days``; in the caller's transaction, which
-    holds the counts' mark), reading their rows first: returns how many rows went, and
-    per (status, name, queue, hour) how many of them were counted (finished up to
-    ``counted_until``), for ``history``. For counts not kept by day (``drop_day`` needs
-    no read)."""
-    dropped = 0
-    counted: list[tuple[Any, ...]] = []
-    with connection.cursor() as cursor:
-        for name in names:
-            # One pass over the day: its rows in all, and those the counts hold.
-            cursor.execute(
-                "SELECT status, name, queue, date_trunc('hour', finished_at), count(*), "
-                "count(*) FILTER (WHERE finished_at <= %s) "
-                f"FROM {connection.ops.quote_name(name)} GROUP BY 1, 2, 3, 4",
-                [counted_until],
-            )
-            for status, job_name, queue, hour, rows, in_counts in cursor.fetchall():
-                dropped += rows
-                if in_counts:
-                    counted.append((status, job_name, queue, hour, in_counts))
-            cursor.execute(f"DROP TABLE {connection.ops.quote_name(name)}")
-    return dropped, counted

@@ -47,13 +47,11 @@ __all__ = [
     "HOURS_KEPT",
     "ROW_FIELDS",
     "count_finished",
-    "counted_by_day",
     "hour_of",
     "lock_mark",
     "settle_margin",
     "uncount",
     "uncount_day",
-    "uncount_groups",
 ]
 
 COUNT_EVERY = dt.timedelta(minutes=1)
@@ -91,7 +89,7 @@ def lock_mark() -> dt.datetime | None:
     raise RuntimeError("the FinishedCountMark row could not be created")
 
 
-def counted_by_day() -> bool:
+def _counted_by_day() -> bool:
     """Whether the counts are kept per day too (``FinishedDayCount``); read under the
     mark's lock (``lock_mark``), in the caller's transaction."""
     return bool(_marks().values_list("by_day", flat=True).first())
@@ -108,7 +106,7 @@ def count_finished(now: dt.datetime) -> int:
     upto = min(now, timezone.now()) - settle_margin()
     with transaction.atomic(using=database_alias()):
         counted_until = lock_mark()
-        if counted_until is None or not counted_by_day():
+        if counted_until is None or not _counted_by_day():
             # Nothing counted (the mark new or deleted to count again), or counted without
             # the days (by an earlier version): counted from scratch, with them.
             _counts().delete()
@@ -164,26 +162,13 @@ def uncount(rows: Iterable[tuple[Any, ...]], counted_until: dt.datetime | None) 
     _apply_days(removed_days)
 
 
-def uncount_groups(groups: Iterable[tuple[Any, ...]]) -> None:
-    """Take counted rows out of the counts by group: (status, name, queue, hour, rows),
-    each row finished in that hour and counted (the caller holds the mark, ``lock_mark``).
-    For the history tables dropped whole (``archive``)."""
-    removed: Counter[Key] = Counter()
-    removed_days: Counter[DayKey] = Counter()
-    for status, name, queue, hour, rows in groups:
-        removed[(status, name, queue, None)] -= rows
-        removed[(status, name, queue, hour_of(hour))] -= rows  # if kept
-        removed_days[(status, name, queue, day_of(hour))] -= rows
-    _apply(removed)
-    _apply_days(removed_days)
-
-
 def uncount_day(day: dt.date, staying: Iterable[tuple[Any, ...]]) -> int:
     """Take the counted succeeded rows of the UTC ``day`` out of the counts, all but
     ``staying`` ((status, name, queue, hour, rows): the counted rows of that day kept
     elsewhere), from the day's own counts, without reading a row: for a day's history
     table dropped whole. Returns how many counted rows went. The caller holds the mark
-    (``lock_mark``) and the counts are kept by day (``counted_by_day``)."""
+    (``lock_mark``), and a pass (``count_finished``) has counted the days since its
+    version began keeping them."""
     stay: Counter[Key] = Counter()
     for status, name, queue, hour, rows in staying:
         stay[(status, name, queue, None)] += rows

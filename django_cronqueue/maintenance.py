@@ -83,7 +83,7 @@ def prune(now: dt.datetime) -> int:
     deleted = 0
     if settings.SUCCEEDED_RETENTION is not None:
         cutoff = now - dt.timedelta(seconds=settings.SUCCEEDED_RETENTION)
-        deleted += _drop_expired_days(cutoff)
+        deleted += _drop_expired_days(now, cutoff)
         deleted += _delete_in_batches([JobStatus.SUCCEEDED], cutoff, settings.PRUNE_BATCH_SIZE)
     if settings.FAILED_RETENTION is not None:
         cutoff = now - dt.timedelta(seconds=settings.FAILED_RETENTION)
@@ -149,7 +149,7 @@ def prune_dead_workers(now: dt.datetime) -> int:
     return deleted
 
 
-def _drop_expired_days(cutoff: dt.datetime) -> int:
+def _drop_expired_days(now: dt.datetime, cutoff: dt.datetime) -> int:
     """PostgreSQL: the days of succeeded rows wholly past ``cutoff`` go with their history
     tables (``archive``), out of the counts in the same transaction; the planner's
     statistics of the job table are then taken again."""
@@ -158,22 +158,22 @@ def _drop_expired_days(cutoff: dt.datetime) -> int:
         return 0
     if not archive.expired_days(connection, cutoff):
         return 0  # most hours: no day to drop, and the counts' lock is not taken
+    # The counts brought up to date, with their days (after an upgrade, the first pass
+    # counts them): a day's rows then leave the counts by its counts, never read.
+    history.count_finished(now)
     with transaction.atomic(using=database_alias()):
         counted_until = history.lock_mark()
         # Listed again under the lock: another worker's prune may have dropped them.
         expired = archive.expired_days(connection, cutoff)
-        if counted_until is None or not history.counted_by_day():
-            dropped, counted = archive.drop_days(connection, expired, counted_until)
-            history.uncount_groups(counted)
-        else:  # the day's rows go out of the counts by its counts: no read of the rows
-            dropped = sum(_drop_counted_day(connection, name, counted_until) for name in expired)
+        dropped = sum(_drop_counted_day(connection, name, counted_until) for name in expired)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {connection.ops.quote_name(Job._meta.db_table)}")
     return dropped
 
 
-def _drop_counted_day(connection: Any, name: str, counted_until: dt.datetime) -> int:
-    """Drop one day table whose rows are counted by day; returns how many rows went."""
+def _drop_counted_day(connection: Any, name: str, counted_until: dt.datetime | None) -> int:
+    """Drop one day table, its rows out of the counts by the day's counts (a mark
+    deleted meanwhile: nothing is counted); returns how many rows went."""
     day = archive.day_of_table(name)
     staying = archive.kept_elsewhere(connection, day, counted_until)
     counted = history.uncount_day(day, staying)

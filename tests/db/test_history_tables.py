@@ -194,14 +194,14 @@ def counted_from_rows(upto: dt.datetime) -> dict[tuple, int]:
     return found
 
 
-@pytest.mark.parametrize("by_day", [True, False], ids=["by its counts", "by reading its rows"])
+@pytest.mark.parametrize("by_day", [True, False], ids=["counts by day", "counts without days"])
 @override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "FAILED_RETENTION": None})
 def test_a_dropped_day_leaves_the_counts_exact_with_rows_kept_elsewhere_and_uncounted(by_day):
     """Yesterday's day table is dropped; of that day, a chain's rows stay in the job table
     (deleted in batches), a failed row in the ended table (kept), and some rows finished
-    after the counts' mark (not counted): the counts (in all, per day, per hour) stay
-    those of the rows left, whether the day's counts are kept (no read of the day's
-    rows) or not (an upgraded site before its first pass)."""
+    after the counts' mark (counted by the pass the prune runs first): the counts (in
+    all, per day, per hour) stay those of the rows left, whether the counts were kept by
+    day or by an earlier version without the days (counted again by that pass)."""
     yesterday = dt.datetime.combine(
         timezone.now().date() - dt.timedelta(days=1), dt.time(), tzinfo=dt.timezone.utc
     )
@@ -221,12 +221,15 @@ def test_a_dropped_day_leaves_the_counts_exact_with_rows_kept_elsewhere_and_unco
     assert counted() == counted_from_rows(mark)
     assert {key[0] for key in counted()} == {"succeeded", "failed"}
     if not by_day:
+        FinishedDayCount.objects.all().delete()
         FinishedCountMark.objects.update(by_day=False)
 
     # The drop first (the chain's rows are still there), then the rest of the prune.
-    assert maintenance._drop_expired_days(yesterday + dt.timedelta(days=1)) == 5
+    assert maintenance._drop_expired_days(timezone.now(), yesterday + dt.timedelta(days=1)) == 5
     assert archive.day_table(yesterday.date()) not in archive.history_tables(connection)
     assert Job.objects.count() == 3
+    mark = FinishedCountMark.objects.get().counted_until  # moved on by the prune's pass
+    assert mark > late and FinishedCountMark.objects.get().by_day
     assert counted() == counted_from_rows(mark)
     assert maintenance.prune(timezone.now() + dt.timedelta(hours=1)) == 2
     assert list(Job.objects.values_list("pk", flat=True)) == [failed.pk]
