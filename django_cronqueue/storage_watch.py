@@ -1,8 +1,13 @@
-"""A worker's warnings about the job table's storage on PostgreSQL (``observe.storage``):
-a transaction open on the queue's database longer than ``WARN_TRANSACTION_AGE`` seconds,
-or more than ``WARN_DEAD_TUPLES`` dead rows in the job table. Checked at most every
-``LEASE`` seconds from the housekeeping, and each warned of once per crossing: again
-only after it went back under its threshold."""
+"""A worker's watch over the job table's storage on PostgreSQL (``observe.storage``).
+
+``StorageWatch`` warns of a transaction open on the queue's database longer than
+``WARN_TRANSACTION_AGE`` seconds, or of more than ``WARN_DEAD_TUPLES`` dead rows in the job
+table. Checked at most every ``LEASE`` seconds from the housekeeping, and each warned of
+once per crossing: again only after it went back under its threshold.
+
+``HoldWatch`` tells the worker's claim floor (``claiming.floor``) when a transaction has
+been open for more than ``HELD_AFTER`` seconds, checked every ``HOLD_CHECK_EVERY``.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,16 @@ import time
 
 from django.db import connections
 
+from .claiming.floor import ClaimFloors
 from .conf import database_alias, get_settings
 from .observe.storage import StorageHealth, storage_health
 
 logger = logging.getLogger("django_cronqueue")
+
+# Dead claim-index entries pile up at the drain's rate while a transaction is open: after
+# 10 s at 3,000 jobs/s a claim walks 30,000 of them (a few milliseconds).
+HELD_AFTER = 10.0
+HOLD_CHECK_EVERY = 5.0
 
 
 def describe_transaction(health: StorageHealth, threshold: float) -> str:
@@ -69,3 +80,32 @@ class StorageWatch:
             if dead and not self.many_dead:
                 logger.warning("%s", describe_dead_tuples(health, dead_limit))
             self.many_dead = dead
+
+
+class HoldWatch:
+    def __init__(self, floors: ClaimFloors) -> None:
+        self.floors = floors
+        self.next_check = 0.0
+
+    def check(self) -> None:
+        if time.monotonic() < self.next_check:
+            return
+        self.next_check = time.monotonic() + HOLD_CHECK_EVERY
+        if connections[database_alias()].vendor != "postgresql":
+            return
+        health = storage_health()
+        held = health is not None and health.oldest_transaction_age > HELD_AFTER
+        if held != self.floors.held:
+            logger.info("%s", describe_hold(health) if held else "The held transaction ended.")
+        self.floors.set_held(held)
+
+
+def describe_hold(health: StorageHealth | None) -> str:
+    oldest = health.oldest_transaction if health else None
+    if oldest is None:
+        return "No transaction is held open."
+    return (
+        f"A transaction has been open for {oldest.age_seconds:.0f}s (pid {oldest.pid}, "
+        f"{oldest.state}): until it ends, claims start after the last job claimed, and a "
+        "claim from the head of the queue runs once per poll interval."
+    )

@@ -26,10 +26,11 @@ from django.utils import timezone
 from ..conf import database_alias, get_settings
 from ..registry import registry
 from . import base
-from .base import TABLE, ClaimedJob, ClaimRequest, FlowLimit
+from .base import TABLE, ClaimedJob, ClaimFloor, ClaimRequest, FlowLimit
 from .request import claim_request, is_capped
 
 __all__ = [
+    "ClaimFloor",
     "ClaimRequest",
     "ClaimedJob",
     "FlowLimit",
@@ -76,11 +77,11 @@ def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
     # a steady flow of uncapped jobs cannot starve them; their limits keep them from
     # starving the rest.
     if request.capped:
-        jobs += backend.claim(connection, replace(request, names=[], limited={}))
+        jobs += backend.claim(connection, replace(request, names=[], limited={}, after=None))
     remaining = request.limit - len(jobs)
     if remaining > 0 and request.limited:
         jobs += backend.claim_limited(
-            connection, replace(request, names=[], capped={}, limit=remaining)
+            connection, replace(request, names=[], capped={}, limit=remaining, after=None)
         )
     remaining = request.limit - len(jobs)
     if remaining > 0 and request.names:

@@ -39,6 +39,16 @@ class FlowLimit:
 
 
 @dataclass(frozen=True)
+class ClaimFloor:
+    """Where a claim of the uncapped names starts reading: after this row, at its priority
+    (``claiming.floor``)."""
+
+    priority: int
+    run_at: dt.datetime
+    id: int
+
+
+@dataclass(frozen=True)
 class ClaimRequest:
     now: dt.datetime
     lease_until: dt.datetime
@@ -50,6 +60,8 @@ class ClaimRequest:
     queues: Sequence[str] | None = None
     # known names with limit_by or rate_limit -> their limits (claimed per limit key)
     limited: Mapping[str, FlowLimit] = field(default_factory=dict)
+    # The uncapped names' rows only after this one (None: from the head of the order).
+    after: ClaimFloor | None = None
 
 
 @dataclass
@@ -122,6 +134,9 @@ def due_filter(
     if request.queues:
         sql += f" AND queue IN ({placeholders(request.queues)})"
         params.extend(request.queues)
+    if request.after is not None:
+        sql += AFTER_FLOOR
+        params.extend([request.after.priority, request.after.run_at, request.after.id])
     if pauses:
         sql += NOT_PAUSED
         params.extend([request.now, request.now])
@@ -142,6 +157,11 @@ NOT_PAUSED = (
 
 
 ORDER = "ORDER BY priority DESC, run_at, id"
+
+# A floor's rows: the index is (status, blocked, priority DESC, run_at, id), so with the
+# priority given the row comparison on (run_at, id) starts the scan right after the floor
+# (a row comparison across priority DESC would stop at that column).
+AFTER_FLOOR = " AND priority = %s AND (run_at, id) > (%s, %s)"
 
 # A claim picks its rows in a MATERIALIZED CTE, read once: written as
 # "UPDATE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)", PostgreSQL may

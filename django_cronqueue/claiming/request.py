@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ..conf import get_settings
 from ..registry import JobDefinition, registry
-from .base import ClaimRequest, FlowLimit
+from .base import ClaimFloor, ClaimRequest, FlowLimit
 
 
 def claim_request(
@@ -20,11 +20,13 @@ def claim_request(
     worker_id: str,
     lease_until: dt.datetime | None = None,
     include_capped: bool = True,
+    after: ClaimFloor | None = None,
 ) -> ClaimRequest:
     """A claim of up to ``limit`` due jobs among the names this process defines (a
     worker claims only what its own code can run), under a fresh lease token. Names with
     a ``concurrency=`` cap, a ``limit_by`` or a ``rate_limit`` are left out when
-    ``include_capped`` is False."""
+    ``include_capped`` is False. ``after``: the uncapped names' rows only after this
+    floor (``claiming.floor``)."""
     uncapped: list[str] = []
     capped: dict[str, int] = {}
     limited: dict[str, FlowLimit] = {}
@@ -46,6 +48,7 @@ def claim_request(
         capped=capped,
         queues=list(queues) if queues else None,
         limited=limited,
+        after=after,
     )
 
 

@@ -35,6 +35,7 @@ from django.db import (
 
 from .. import dbclock, lifecycle, startup
 from ..claiming import ClaimedJob, claim_request, is_capped
+from ..claiming.floor import ClaimFloors
 from ..conf import database_alias, get_settings, max_clock_skew
 from ..exceptions import TimeLimitExceeded
 from ..execution import Call, Recorder, call, new_context, write_and_claim
@@ -43,7 +44,7 @@ from ..leases import lease_holds
 from ..models import Worker as WorkerRow
 from ..notify import SelectableEvent, listen
 from ..registry import registry
-from ..storage_watch import StorageWatch
+from ..storage_watch import HoldWatch, StorageWatch
 from ..stranded_watch import StrandedWatch
 from ..ticks import Housekeeping
 from .heartbeat import Heartbeat
@@ -108,6 +109,8 @@ class Worker(Heartbeat):
         self.housekeeping = Housekeeping()  # a fresh one: the first tick syncs every schedule
         self.stranded = StrandedWatch(settings.LEASE)
         self.storage = StorageWatch(settings.LEASE)
+        self.floors = ClaimFloors(full_every=self.poll_interval)
+        self.hold = HoldWatch(self.floors)
 
     # lifecycle ------------------------------------------------------------------
 
@@ -158,6 +161,8 @@ class Worker(Heartbeat):
             self.housekeeping.run(self.clock.now(), materialize=self.scheduler)
             self.stranded.check(self.clock.now())
             self.storage.check()
+            if self.mode == "forever":  # once and burst end on an empty claim: a full one
+                self.hold.check()
 
     def _working_slots(self) -> list[threading.Thread]:
         with self._held_lock:
@@ -279,6 +284,7 @@ class Worker(Heartbeat):
         # Capped names take a locked, costlier claim: after one that found none of
         # them, leave them out for a poll interval (a wake-up brings them back).
         include_capped = requested >= self._skip_capped_until or self.wake.is_set()
+        floor = self.floors.take()
         request = claim_request(
             self._cutoff or now,
             queues=self.queues,
@@ -286,6 +292,7 @@ class Worker(Heartbeat):
             worker_id=self.id,
             lease_until=now + self.lease,
             include_capped=include_capped,
+            after=floor,
         )
         # The slot's quick successes are written by the same statement (PostgreSQL).
         succeeded = recorder.take()
@@ -295,6 +302,7 @@ class Worker(Heartbeat):
             recorder.put_back(succeeded)
             raise
         recorder.announce(succeeded, written)
+        self.floors.advance(floor, jobs)
         self._drop_held([call.job for call in succeeded])
         if include_capped and not any(is_capped(job.name) for job in jobs):
             self._skip_capped_until = time.monotonic() + self.poll_interval
