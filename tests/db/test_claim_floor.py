@@ -128,22 +128,69 @@ def test_a_claim_after_the_floor_skips_the_dead_entries_a_held_transaction_keeps
     index entry that nothing may remove yet: a claim from the head of the order reads
     them all, one after the floor reads past none."""
     with transaction_held_open():
-        jobs.enqueue_many(test_jobs.noop.name, [{}] * DEAD_ENTRIES)
-        done: list = []
-        last = None
-        while True:
-            claimed, _ = complete_and_claim(
-                request(100), done, finished_at=timezone.now(), using=database_alias()
-            )
-            if not claimed:
-                break
-            done, last = claimed, claimed[-1]
-        complete_and_claim(request(0), done, finished_at=timezone.now(), using=database_alias())
+        last = run_jobs(DEAD_ENTRIES)
         jobs.enqueue_many(test_jobs.noop.name, [{}] * 10)
         full = blocks_read(request(10))
         after = blocks_read(request(10, after=ClaimFloor(last.priority, last.run_at, last.id)))
     assert full > DEAD_ENTRIES / 50  # the index pages and heap pages of the dead entries
     assert after < 10  # a descent of the index, the page of the rows after the floor
+
+
+@postgresql_only
+def test_a_completion_finds_its_rows_by_id_beside_the_dead_entries_a_held_transaction_keeps():
+    """The indexes on status hold an entry for every version of a row that ever ran. The
+    statistics count a few live running rows: the completion must still find its rows by
+    their ids, never through those entries."""
+    with transaction_held_open():
+        run_jobs(DEAD_ENTRIES)
+        jobs.enqueue_many(test_jobs.noop.name, [{}] * 20)
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {TABLE}")
+        running, _ = complete_and_claim(
+            request(10), [], finished_at=timezone.now(), using=database_alias()
+        )
+        statements: list[tuple[str, list]] = []
+
+        def capture(execute, sql, params, many, context):
+            statements.append((sql, params))
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(capture):
+            complete_and_claim(
+                request(10), running, finished_at=timezone.now(), using=database_alias()
+            )
+        [(sql, params)] = [statement for statement in statements if "WITH done" in statement[0]]
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            [[plan]] = cursor.fetchall()
+    plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+    [done] = [node for node in plan["Plans"] if node.get("Subplan Name") == "CTE done"]
+    assert job_table_indexes(done) == {f"{TABLE}_pkey"}
+    assert Job.objects.filter(status="succeeded").count() == DEAD_ENTRIES + 10
+
+
+def job_table_indexes(node: dict) -> set[str | None]:
+    """The index of each scan of the job table under a plan node (None: no index)."""
+    found = set()
+    if node.get("Relation Name") == TABLE and "Scan" in node["Node Type"]:
+        found.add(node.get("Index Name"))
+    for child in node.get("Plans", []):
+        found |= job_table_indexes(child)
+    return found
+
+
+def run_jobs(count: int):
+    """Enqueue ``count`` jobs, then claim and complete them all as a worker's slot does;
+    returns the last one claimed."""
+    jobs.enqueue_many(test_jobs.noop.name, [{}] * count)
+    done: list = []
+    last = None
+    while claimed := complete_and_claim(
+        request(100), done, finished_at=timezone.now(), using=database_alias()
+    )[0]:
+        done, last = claimed, claimed[-1]
+    complete_and_claim(request(0), done, finished_at=timezone.now(), using=database_alias())
+    return last
 
 
 def blocks_read(claim_request_: object) -> int:
