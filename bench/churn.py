@@ -6,8 +6,9 @@
   at the highest rate they hold; it also prunes succeeded rows older than a minute every
   ``--sample`` seconds (``maintenance.prune``: a worker prunes hourly, and a day of history
   would make the table's size measure the history, not the bloat).
-- This process probes, every 0.2 s, the claim: it claims 10 jobs (a worker's PREFETCH) with
-  ``claim_due`` and completes them, timing the claim statement; and every 10 s (a
+- This process probes, every 0.2 s, the claim: it claims 10 jobs (a worker's PREFETCH) as a
+  worker does (after its floor while a transaction is held: ``claiming.floor``) and
+  completes them, timing the claim statement; and every 10 s (a
   heartbeat's interval at the default LEASE), renewals: it holds 20 claimed jobs of a
   queue no worker reads and renews their leases with the heartbeat's own statement
   (``lifecycle.renew_leases``) in a transaction that then reads
@@ -150,11 +151,16 @@ class Probe:
 
         from django_cronqueue import jobs
         from django_cronqueue.claiming import claim_due
+        from django_cronqueue.claiming.floor import ClaimFloors
+        from django_cronqueue.storage_watch import HoldWatch
 
         jobs.enqueue_many(NOOP, [{"n": 0}] * PROBE_HELD, queue=PROBE_QUEUE)
         self.held = claim_due(
             timezone.now(), queues=[PROBE_QUEUE], limit=PROBE_HELD, worker_id="bench-renewals"
         )
+        # The probe claims as a worker does: after its floor while a transaction is held.
+        self.floors = ClaimFloors(full_every=1.0)
+        self.hold = HoldWatch(self.floors)
         self.claims: list[float] = []  # ms, since the last sample
         self.renewals = self.hot = 0  # since the last sample
         self.next_renewal = time.monotonic()
@@ -162,11 +168,18 @@ class Probe:
     def claim(self) -> None:
         from django.utils import timezone
 
-        from django_cronqueue.claiming import claim_due, complete_successes
+        from django_cronqueue.claiming import claim, claim_request, complete_successes
 
+        self.hold.check()
+        floor = self.floors.take()
+        request = claim_request(
+            timezone.now(), queues=["default"], limit=10, worker_id="bench-probe", after=floor
+        )
         started = time.perf_counter()
-        claimed = claim_due(timezone.now(), queues=["default"], limit=10, worker_id="bench-probe")
-        self.claims.append((time.perf_counter() - started) * 1000)
+        claimed = claim(request, using="default")
+        seconds = time.perf_counter() - started
+        self.claims.append(seconds * 1000)
+        self.floors.advance(floor, claimed, seconds)
         complete_successes(claimed, finished_at=timezone.now(), using="default")
 
     def renew(self) -> None:

@@ -29,6 +29,7 @@ from .scheduler import Scheduler
 logger = logging.getLogger("django_cronqueue")
 
 TICK_CLAIM_BATCH = 100
+HELD_RECOVERY_EVERY = dt.timedelta(seconds=10)
 
 
 class Housekeeping:
@@ -39,17 +40,25 @@ class Housekeeping:
         self.prune_clock = PruneClock()
         self.count_clock = PruneClock(history.COUNT_EVERY)
         self.archive_clock = PruneClock(archive.ARCHIVE_EVERY)
+        self.held_recovery_clock = PruneClock(HELD_RECOVERY_EVERY)
 
-    def run(self, now: dt.datetime, *, materialize: bool = True) -> None:
+    def run(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
         """Cron (unless ``materialize`` is False), expired leases, the counts of finished
         rows (every minute), moving finished rows to history (PostgreSQL, every ten
-        seconds), pruning (hourly)."""
+        seconds), pruning (hourly).
+
+        ``held``: a transaction is held open on the database (``storage_watch.HoldWatch``).
+        Then the scan for expired leases, which walks an entry for every version of a row
+        that ran since it began, runs every ``HELD_RECOVERY_EVERY`` only, and no finished
+        row moves to history: the move would leave two more row versions per job that no
+        vacuum may remove until it ends, and walk the dead ones of the rows moved before."""
         if materialize:
             self.scheduler.materialize(now)
-        recover_expired_leases(now)
+        if not held or self.held_recovery_clock.due(now):
+            recover_expired_leases(now)
         if self.count_clock.due(now):
             history.count_finished(now)
-        if self.archive_clock.due(now):
+        if not held and self.archive_clock.due(now):
             archive.archive(now)
         if self.prune_clock.due(now):
             delete_ended_pauses(now)

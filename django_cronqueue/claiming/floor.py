@@ -10,11 +10,12 @@ claim walks past all of them: the drain falls tenfold within minutes.
 While ``held``, a claim of the uncapped names starts right after the floor, the last row
 this process claimed in claim order (priority DESC, run_at, id), at that row's priority:
 one index descent skips what it claimed before. A full claim, from the head of the order,
-still runs every ``full_every`` seconds (the worker's poll interval): it picks up what the
-floor leaves behind (rows of another priority, back-dated or released ones, rows retried,
-rows skipped while another claim held them and gave them back) and starts the floor again
-where it stopped. Outside a hold every claim is a full one, and this costs one attribute
-read per claim.
+still runs every ``full_every`` seconds (the worker's poll interval), or less often when
+it is slow (it walks what the floor skips): at most a twentieth of the time. It picks up
+what the floor leaves behind (rows of another priority, back-dated or released ones, rows
+retried, rows skipped while another claim held them and gave them back) and starts the
+floor again where it stopped. Outside a hold every claim is a full one, and this costs one
+attribute read per claim.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections.abc import Sequence
 
 from .base import ClaimedJob, ClaimFloor
 from .request import is_capped
+
+FULL_CLAIM_SHARE = 20  # a full claim at most once per 20 times its own duration
 
 
 class ClaimFloors:
@@ -54,16 +57,22 @@ class ClaimFloors:
                 return None
             return self._floor
 
-    def advance(self, floor: ClaimFloor | None, jobs: Sequence[ClaimedJob]) -> None:
-        """After a claim made with ``floor`` (None: a full one) that returned ``jobs``."""
+    def advance(
+        self, floor: ClaimFloor | None, jobs: Sequence[ClaimedJob], seconds: float = 0.0
+    ) -> None:
+        """After a claim made with ``floor`` (None: a full one) that returned ``jobs`` in
+        ``seconds``."""
         if not self.held:
             return
         uncapped = [job for job in jobs if not is_capped(job.name)]
-        if not uncapped:
-            return
-        last = max(uncapped, key=ClaimedJob.order_key)
-        reached = ClaimFloor(last.priority, last.run_at, last.id)
+        last = max(uncapped, key=ClaimedJob.order_key) if uncapped else None
         with self._lock:
+            if floor is None:
+                later = time.monotonic() + FULL_CLAIM_SHARE * seconds
+                self._full_due = max(self._full_due, later)
+            if last is None:
+                return
+            reached = ClaimFloor(last.priority, last.run_at, last.id)
             if floor is None or self._floor is None or _before(self._floor, reached):
                 # A full claim stopped here: every due row before it was claimed (or
                 # held by another claim), whatever the floor was.

@@ -158,11 +158,13 @@ class Worker(Heartbeat):
 
     def _housekeep(self) -> None:
         if self.clock.trusted:  # a clock too far off the database's decides nothing
-            self.housekeeping.run(self.clock.now(), materialize=self.scheduler)
-            self.stranded.check(self.clock.now())
-            self.storage.check()
             if self.mode == "forever":  # once and burst end on an empty claim: a full one
                 self.hold.check()
+            self.housekeeping.run(
+                self.clock.now(), materialize=self.scheduler, held=self.floors.held
+            )
+            self.stranded.check(self.clock.now())
+            self.storage.check()
 
     def _working_slots(self) -> list[threading.Thread]:
         with self._held_lock:
@@ -302,7 +304,7 @@ class Worker(Heartbeat):
             recorder.put_back(succeeded)
             raise
         recorder.announce(succeeded, written)
-        self.floors.advance(floor, jobs)
+        self.floors.advance(floor, jobs, time.monotonic() - requested)
         self._drop_held([call.job for call in succeeded])
         if include_capped and not any(is_capped(job.name) for job in jobs):
             self._skip_capped_until = time.monotonic() + self.poll_interval

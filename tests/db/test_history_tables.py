@@ -21,6 +21,7 @@ from django_cronqueue.models import (
     JobStatus,
 )
 from django_cronqueue.observe.counts import job_counts, status_totals
+from django_cronqueue.ticks import Housekeeping
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
 
@@ -342,3 +343,27 @@ def test_a_claim_takes_no_more_rows_than_asked_beside_history_tables():
     assert (len(claimed), written) == (1, {first[0].id})
     assert Job.objects.filter(status="running").count() == 1
     assert Job.objects.filter(status="pending").count() == 8
+
+
+def test_while_a_transaction_is_held_no_finished_row_moves_to_history():
+    """The move would leave two more versions per row that no vacuum may remove yet: the
+    housekeeping of a worker that sees a held transaction leaves them for after it."""
+    now = timezone.now()
+    jobs.enqueue(test_jobs.record, {"key": "a"})
+    run_all(now)
+    [job_id] = where_rows_are()
+    housekeeping = Housekeeping()
+    housekeeping.run(now, materialize=False, held=True)
+    assert where_rows_are() == {job_id: TABLE}
+    housekeeping.run(now + dt.timedelta(seconds=10), materialize=False)
+    assert where_rows_are()[job_id] != TABLE
+
+
+def test_a_pass_moves_at_most_its_batches_and_the_next_one_goes_on():
+    """A pass ends, however many rows wait: the housekeeping around it goes on."""
+    jobs.enqueue_many(test_jobs.noop.name, [{}] * (archive.ARCHIVE_BATCHES + 5))
+    now = timezone.now()
+    run_all(now)
+    assert archive.archive(now, batch_size=1) == archive.ARCHIVE_BATCHES
+    assert archive.archive(now, batch_size=1) == 5
+    assert set(where_rows_are().values()) == {archive.day_table(now.date())}

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django_cronqueue import execution, jobs, lifecycle
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, NameLock
+from django_cronqueue.ticks import Housekeeping
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
@@ -251,3 +252,26 @@ def test_a_signal_receiver_that_raises_does_not_break_the_tick(caplog):
     job.refresh_from_db()
     assert job.status == "succeeded"
     assert "receiver bug" in caplog.text
+
+
+def test_while_a_transaction_is_held_expired_leases_are_looked_for_every_ten_seconds():
+    """Held: each scan for expired leases walks the entries of every row that ran since
+    the transaction began, so the housekeeping makes it every 10 s, not every poll."""
+    now = timezone.now()
+    housekeeping = Housekeeping()
+    lapsed = {"status": "running", "lock_token": "t", "attempts": 1}
+
+    def expire_one():
+        return JobFactory(**lapsed, locked_until=now - dt.timedelta(seconds=1))
+
+    first = expire_one()
+    housekeeping.run(now, materialize=False, held=True)
+    assert Job.objects.get(pk=first.pk).status == "pending"
+    second = expire_one()
+    housekeeping.run(now + dt.timedelta(seconds=9), materialize=False, held=True)
+    assert Job.objects.get(pk=second.pk).status == "running"
+    housekeeping.run(now + dt.timedelta(seconds=10), materialize=False, held=True)
+    assert Job.objects.get(pk=second.pk).status == "pending"
+    third = expire_one()
+    housekeeping.run(now + dt.timedelta(seconds=11), materialize=False)  # no longer held
+    assert Job.objects.get(pk=third.pk).status == "pending"

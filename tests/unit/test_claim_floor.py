@@ -106,3 +106,18 @@ def test_the_end_of_the_hold_drops_the_floor(clock):
     assert floors.take() is None
     floors.set_held(True)
     assert floors.take() is None  # no floor left from before
+
+
+def test_a_slow_full_claim_comes_back_less_often(clock):
+    """It walks what the floor skips: at most a twentieth of the time goes to it."""
+    floors = ClaimFloors(full_every=1.0)
+    floors.set_held(True)
+    assert floors.take() is None
+    floors.advance(None, [claimed(1)], seconds=0.2)  # four seconds before the next
+    clock[0] += 3.9
+    assert floors.take() is not None
+    clock[0] += 0.1
+    assert floors.take() is None
+    floors.advance(None, [], seconds=0.01)  # a quick one found nothing: the interval
+    clock[0] += 1.0
+    assert floors.take() is None
