@@ -20,7 +20,8 @@
 capacity), then enqueues at ``--load`` (0.8) of that rate; at ``--hold-start`` minutes a
 second connection runs ``BEGIN; SELECT txid_current()`` and sleeps ``--hold-minutes``. The
 drain while held against the drain before, and the seconds the backlog takes to get back to
-its level before the hold once it is released.
+its level before the hold once it is released, for good: from then on to the end of the run
+it stays there ("never" if it is above it at the end).
 """
 
 from __future__ import annotations
@@ -371,12 +372,11 @@ def measure(
                 if now >= next_pending:  # the backlog, every second
                     next_pending += 1.0
                     pending_seen.append(pending_count(sql))
-                    if (
-                        now >= hold.end
-                        and result.clear_seconds is None
-                        and pending_seen[-1] <= (result.pending_before_hold or 0)
-                    ):
-                        result.clear_seconds = now - hold.end
+                    if now >= hold.end:  # cleared once it stays at its level to the end
+                        above = pending_seen[-1] > (result.pending_before_hold or 0)
+                        result.clear_seconds = None if above else result.clear_seconds
+                        if not above and result.clear_seconds is None:
+                            result.clear_seconds = now - hold.end
             probe.claim()
             probe.renew()
             if now >= next_sample:

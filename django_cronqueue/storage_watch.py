@@ -11,6 +11,7 @@ been open for more than ``HELD_AFTER`` seconds, checked every ``HOLD_CHECK_EVERY
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 
@@ -26,6 +27,9 @@ logger = logging.getLogger("django_cronqueue")
 # 10 s at 3,000 jobs/s a claim walks 30,000 of them (a few milliseconds).
 HELD_AFTER = 10.0
 HOLD_CHECK_EVERY = 5.0
+# Once the transaction ends, what died while it was open stays until a vacuum removes it:
+# the claims keep their floor until then, or for this long at most.
+AFTER_HOLD_AT_MOST = dt.timedelta(minutes=5)
 
 
 def describe_transaction(health: StorageHealth, threshold: float) -> str:
@@ -86,6 +90,7 @@ class HoldWatch:
     def __init__(self, floors: ClaimFloors) -> None:
         self.floors = floors
         self.next_check = 0.0
+        self.released: StorageHealth | None = None  # read when the transaction had ended
 
     def check(self) -> None:
         if time.monotonic() < self.next_check:
@@ -94,10 +99,40 @@ class HoldWatch:
         if connections[database_alias()].vendor != "postgresql":
             return
         health = storage_health()
-        held = health is not None and health.oldest_transaction_age > HELD_AFTER
+        if health is None:
+            return
+        held = self._held(health)
         if held != self.floors.held:
-            logger.info("%s", describe_hold(health) if held else "The held transaction ended.")
+            logger.info("%s", describe_hold(health) if held else describe_end(health))
         self.floors.set_held(held)
+
+    def _held(self, health: StorageHealth) -> bool:
+        """Held while a transaction is open past HELD_AFTER, then until a vacuum of the
+        job table that ended after it removed dead rows (one that began before it ended
+        could remove none of them), or AFTER_HOLD_AT_MOST."""
+        if health.oldest_transaction_age > HELD_AFTER:
+            self.released = None
+            return True
+        if not self.floors.held:
+            return False
+        if self.released is None:
+            self.released = health
+        released_at = self.released.read_at
+        if released_at is None or health.read_at is None:
+            return False
+        vacuumed = (
+            health.last_vacuum is not None
+            and health.last_vacuum > released_at
+            and health.dead_tuples <= self.released.dead_tuples
+        )
+        return not vacuumed and health.read_at - released_at < AFTER_HOLD_AT_MOST
+
+
+def describe_end(health: StorageHealth) -> str:
+    return (
+        f"The held transaction ended ({health.dead_tuples} dead rows in the job table now): "
+        "claims start from the head of the queue again."
+    )
 
 
 def describe_hold(health: StorageHealth | None) -> str:

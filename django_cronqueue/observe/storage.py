@@ -14,6 +14,7 @@ PostgreSQL only: MariaDB purges old row versions by itself and SQLite keeps none
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from django.db import connections
@@ -34,6 +35,10 @@ OLDEST_TRANSACTION = (
     "ORDER BY xact_start LIMIT 1"
 )
 DEAD_TUPLES = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = %s::regclass"
+LAST_VACUUM = (
+    "SELECT GREATEST(last_vacuum, last_autovacuum) FROM pg_stat_user_tables "
+    "WHERE relid = %s::regclass"
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,10 @@ class StorageHealth:
     dead_tuples: int
     #: None when no other session of the database is in a transaction
     oldest_transaction: OldestTransaction | None
+    #: when the last vacuum of the job table ended (None: never, since the statistics' reset)
+    last_vacuum: dt.datetime | None = None
+    #: the database's clock when this was read
+    read_at: dt.datetime | None = None
 
     @property
     def oldest_transaction_age(self) -> float:
@@ -69,10 +78,12 @@ def storage_health() -> StorageHealth | None:
         return None
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT ({DEAD_TUPLES}), o.* FROM (SELECT 1) AS one "
+            f"SELECT ({DEAD_TUPLES}), ({LAST_VACUUM}), now(), o.* FROM (SELECT 1) AS one "
             f"LEFT JOIN ({OLDEST_TRANSACTION}) AS o ON TRUE",
-            [Job._meta.db_table],
+            [Job._meta.db_table, Job._meta.db_table],
         )
-        [(dead, pid, state, application, age)] = cursor.fetchall()
+        [(dead, vacuumed, read_at, pid, state, application, age)] = cursor.fetchall()
     oldest = None if pid is None else OldestTransaction(pid, state or "", application or "", age)
-    return StorageHealth(dead_tuples=dead or 0, oldest_transaction=oldest)
+    return StorageHealth(
+        dead_tuples=dead or 0, oldest_transaction=oldest, last_vacuum=vacuumed, read_at=read_at
+    )

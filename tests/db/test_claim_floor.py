@@ -205,26 +205,46 @@ def blocks_read(claim_request_: object) -> int:
 
 
 @postgresql_only
-def test_the_hold_watch_turns_the_floor_on_while_a_transaction_is_held_and_off_after(
-    monkeypatch, caplog
-):
+def test_the_hold_watch_keeps_the_floor_from_the_hold_until_a_vacuum_after_it(monkeypatch, caplog):
+    """What died while the transaction was open stays in the indexes until a vacuum
+    removes it: the floor stays until one ended after the transaction did."""
     monkeypatch.setattr("django_cronqueue.storage_watch.HELD_AFTER", 0.5)
     floors = ClaimFloors(full_every=1.0)
     watch = HoldWatch(floors)
-    watch.check()
-    assert floors.held is False
-    with caplog.at_level(logging.INFO, logger="django_cronqueue"):
-        with transaction_held_open() as pid:
-            time.sleep(1.0)
-            watch.next_check = 0.0
-            watch.check()
-            assert floors.held is True
+
+    def check() -> bool:
         watch.next_check = 0.0
         watch.check()
-    assert floors.held is False
+        return floors.held
+
+    assert check() is False
+    with caplog.at_level(logging.INFO, logger="django_cronqueue"):
+        with transaction_held_open() as pid:
+            run_jobs(100)
+            time.sleep(1.0)
+            assert check() is True
+        assert check() is True  # ended, not vacuumed yet
+        with connection.cursor() as cursor:
+            cursor.execute(f"VACUUM {TABLE}")
+        assert check() is False
     messages = [record.getMessage() for record in caplog.records]
     assert any(f"(pid {pid}, idle in transaction)" in m and "claims start" in m for m in messages)
-    assert "The held transaction ended." in messages
+    assert any(m.startswith("The held transaction ended (") for m in messages)
+
+
+@postgresql_only
+def test_the_floor_is_left_at_most_some_minutes_after_the_hold_without_a_vacuum(monkeypatch):
+    monkeypatch.setattr("django_cronqueue.storage_watch.HELD_AFTER", 0.5)
+    monkeypatch.setattr("django_cronqueue.storage_watch.AFTER_HOLD_AT_MOST", dt.timedelta(0))
+    floors = ClaimFloors(full_every=1.0)
+    watch = HoldWatch(floors)
+    with transaction_held_open():
+        time.sleep(1.0)
+        watch.check()
+        assert floors.held is True
+    watch.next_check = 0.0
+    watch.check()
+    assert floors.held is False
 
 
 @postgresql_only
