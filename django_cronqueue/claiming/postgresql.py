@@ -105,11 +105,7 @@ def write_plan(
     )
 
 
-# A row found by its id is then tested running through an expression no index can read, so
-# the planner has the primary key to find it by and nothing else. Each index on status
-# holds an entry for every version of a row that ever ran, and while a transaction is held
-# open none of them can be removed: a planner that counts the live running rows (a few)
-# would read them through such an index and walk all those entries, every completion.
+# The completion's rows are found by their ids only (base.running_by_id says why).
 BY_ID_RUNNING = f"status || '' = '{JobStatus.RUNNING}'"
 
 

@@ -9,7 +9,9 @@ import logging
 from typing import Any
 
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Value
+from django.db.models.functions import Concat
+from django.db.models.lookups import Exact
 
 from ..claiming import ClaimedJob
 from ..conf import database_alias
@@ -20,7 +22,7 @@ from ..error_text import (
     ascii_text,
     describe,
 )
-from ..models import Job
+from ..models import Job, JobStatus
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -42,6 +44,17 @@ class Outcome(str, enum.Enum):
 
 def job_rows() -> QuerySet[Job]:
     return Job.objects.using(database_alias())
+
+
+def running_rows() -> QuerySet[Job]:
+    """The running rows, for a lookup by id (with the lease's token).
+
+    The status is tested through an expression no index can read, so the primary key
+    finds the rows: an index on status holds an entry for every version of a row that ever
+    ran, none of which can be removed while a transaction is held open, and the planner,
+    which counts the few live running rows, would otherwise read them all through it (as
+    ``claiming.base.running_by_id`` for the claim's SQL)."""
+    return job_rows().filter(Exact(Concat(F("status"), Value("")), JobStatus.RUNNING))
 
 
 # The length limit of each text a failure writes.

@@ -20,7 +20,7 @@ from ..error_text import MAX_ERROR_CHARS, clean_text
 from ..models import FINISHED_STATUSES, Job, JobStatus
 from ..notify import announce_cancel, wake_workers
 from . import workflow
-from .common import apply_changes, job_rows
+from .common import apply_changes, job_rows, running_rows
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -197,8 +197,8 @@ def request_cancel_rows(ids: list[int], reason: str, now: dt.datetime, *, by: st
     if not ids:
         return 0
     updated = (
-        job_rows()
-        .filter(id__in=ids, status=JobStatus.RUNNING, cancel_requested_at__isnull=True)
+        running_rows()
+        .filter(id__in=ids, cancel_requested_at__isnull=True)
         .update(**_cancel_request_changes(reason, by, now))
     )
     if updated:

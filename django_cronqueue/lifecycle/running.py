@@ -30,7 +30,15 @@ from ..models import Job, JobStatus
 from ..notify import wake_workers
 from ..registry import JobDefinition
 from . import workflow
-from .common import Outcome, job_rows, log_discarded, log_extra, undoable, write_failure
+from .common import (
+    Outcome,
+    job_rows,
+    log_discarded,
+    log_extra,
+    running_rows,
+    undoable,
+    write_failure,
+)
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -127,7 +135,7 @@ def running_with_downstream(jobs: Sequence[ClaimedJob]) -> list[int]:
     held = _held(jobs)
     if held is None:
         return []
-    rows = job_rows().filter(held, status=JobStatus.RUNNING, has_downstream=True)
+    rows = running_rows().filter(held, has_downstream=True)
     return list(rows.values_list("pk", flat=True))
 
 
@@ -306,7 +314,7 @@ def _progress_change(progress: dict[str, Any] | None) -> dict[str, Any]:
 
 def _running(job: ClaimedJob) -> QuerySet[Job]:
     """The row of this claim, while it holds the lease."""
-    return job_rows().filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
+    return running_rows().filter(id=job.id, lock_token=job.token)
 
 
 def _backoff_delay(definition: JobDefinition | None, attempt: int) -> float:
@@ -360,8 +368,8 @@ def release_unstarted(jobs: list[ClaimedJob], *, now: dt.datetime | None = None)
                 _announce_cancelled(job.id, job.name, request)
             continue
         released += (
-            job_rows()
-            .filter(id=job.id, status=JobStatus.RUNNING, lock_token=job.token)
+            running_rows()
+            .filter(id=job.id, lock_token=job.token)
             .update(
                 status=JobStatus.PENDING,
                 attempts=F("attempts") - 1,
@@ -381,7 +389,7 @@ def renew_leases(jobs: Sequence[ClaimedJob], *, until: dt.datetime) -> int:
     held = _held(jobs)
     if held is None:
         return 0
-    return job_rows().filter(held, status=JobStatus.RUNNING).update(locked_until=until)
+    return running_rows().filter(held).update(locked_until=until)
 
 
 def leased_until(jobs: Sequence[ClaimedJob], until: dt.datetime) -> set[int]:
@@ -390,7 +398,7 @@ def leased_until(jobs: Sequence[ClaimedJob], until: dt.datetime) -> set[int]:
     held = _held(jobs)
     if held is None:
         return set()
-    rows = job_rows().filter(held, status=JobStatus.RUNNING, locked_until=until)
+    rows = running_rows().filter(held, locked_until=until)
     return set(rows.values_list("id", flat=True))
 
 
@@ -412,9 +420,7 @@ def cancel_requested_among(jobs: Sequence[ClaimedJob]) -> set[int]:
     if held is None:
         return set()
     return set(
-        job_rows()
-        .filter(held, status=JobStatus.RUNNING, cancel_requested_at__isnull=False)
-        .values_list("id", flat=True)
+        running_rows().filter(held, cancel_requested_at__isnull=False).values_list("id", flat=True)
     )
 
 
@@ -429,7 +435,7 @@ def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt
     ``on_failed``) when no attempt is left. ``row`` holds the columns read by
     ``maintenance.recover_expired_leases``. False when the row moved on meanwhile.
     A job whose cancel was requested ends cancelled: it is not run again."""
-    guard = job_rows().filter(id=row["id"], status=JobStatus.RUNNING, lock_token=row["lock_token"])
+    guard = running_rows().filter(id=row["id"], lock_token=row["lock_token"])
     if row.get("cancel_requested_at") is not None:
         message = cancelled_message(
             row["cancel_requested_at"], row["cancel_requested_by"], row["cancel_reason"]
