@@ -187,7 +187,8 @@ def archive(now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH) -> int:
         while more and batches < ARCHIVE_BATCHES:
             count, more = kind(connection, now, batch_size)
             moved += count
-            batches += 1
+            if count:  # an empty batch ends its kind's loop
+                batches += 1
     return moved
 
 

@@ -87,6 +87,8 @@ class StorageWatch:
 
 
 class HoldWatch:
+    """Sets ``floors.held`` from the oldest open transaction, from the housekeeping."""
+
     def __init__(self, floors: ClaimFloors) -> None:
         self.floors = floors
         self.next_check = 0.0
@@ -135,12 +137,13 @@ def describe_end(health: StorageHealth) -> str:
     )
 
 
-def describe_hold(health: StorageHealth | None) -> str:
-    oldest = health.oldest_transaction if health else None
-    if oldest is None:
+def describe_hold(health: StorageHealth) -> str:
+    oldest = health.oldest_transaction
+    if oldest is None:  # never held without one
         return "No transaction is held open."
     return (
         f"A transaction has been open for {oldest.age_seconds:.0f}s (pid {oldest.pid}, "
-        f"{oldest.state}): until it ends, claims start after the last job claimed, and a "
-        "claim from the head of the queue runs once per poll interval."
+        f"{oldest.state}): until it ends and a vacuum follows, claims start after the last "
+        "job claimed (a claim from the head of the queue runs once per poll interval at "
+        "most), expired leases are looked for every 10s and no finished job moves to history."
     )

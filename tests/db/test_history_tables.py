@@ -348,10 +348,11 @@ def test_a_claim_takes_no_more_rows_than_asked_beside_history_tables():
 def test_while_a_transaction_is_held_no_finished_row_moves_to_history():
     """The move would leave two more versions per row that no vacuum may remove yet: the
     housekeeping of a worker that sees a held transaction leaves them for after it."""
-    now = timezone.now()
     jobs.enqueue(test_jobs.record, {"key": "a"})
+    now = timezone.now()
     run_all(now)
     [job_id] = where_rows_are()
+    assert Job.objects.get(pk=job_id).status == JobStatus.SUCCEEDED
     housekeeping = Housekeeping()
     housekeeping.run(now, materialize=False, held=True)
     assert where_rows_are() == {job_id: TABLE}

@@ -161,7 +161,8 @@ SAFE_NAMES = {
 # limit_clause(): "LIMIT " and an int() of the claim's size.
 # job_rows(): the job table's name, after "ONLY" on PostgreSQL.
 SAFE_CALLS = {
-    "placeholders", "claim_set_clause", "limit_clause", "quote_name", "quote", "job_rows"
+    "placeholders", "claim_set_clause", "limit_clause", "quote_name", "quote", "job_rows",
+    "running_by_id",
 }  # fmt: skip
 
 
