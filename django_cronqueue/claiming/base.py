@@ -103,6 +103,10 @@ def placeholders(values: Sequence[Any]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
+QUEUE_IN = " AND queue IN "
+QUEUE_EXPRESSION_IN = " AND queue || '' IN "
+
+
 def due_filter(
     request: ClaimRequest,
     names: Sequence[str],
@@ -123,16 +127,22 @@ def due_filter(
     # (migration 0014), and a planner proves that from a literal whatever the binding.
     # Constants are literals (here and in the SET clauses below): only the values that
     # change between claims are parameters, so that a prepared claim gets a generic plan.
+    # On PostgreSQL (names as an array) the names and queues are compared as expressions
+    # no index can read: the indexes on (name, status, queue) and (queue, status) would
+    # otherwise be a way to the pending rows, and with few live ones the planner may take
+    # it (then sort) instead of the claim index. While a transaction is held open those
+    # indexes hold an entry for every pending version since it began.
     params: list[Any] = [request.now]
     pending = f"status = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
     if names_as_array:
-        sql = f"{pending} AND name = ANY(%s::text[])"
+        sql = f"{pending} AND name || '' = ANY(%s::text[])"
         params.append(list(names))
     else:
         sql = f"{pending} AND name IN ({placeholders(names)})"
         params.extend(names)
     if request.queues:
-        sql += f" AND queue IN ({placeholders(request.queues)})"
+        sql += QUEUE_EXPRESSION_IN if names_as_array else QUEUE_IN
+        sql += f"({placeholders(request.queues)})"
         params.extend(request.queues)
     if request.after is not None:
         sql += AFTER_FLOOR

@@ -169,6 +169,36 @@ def test_a_completion_finds_its_rows_by_id_beside_the_dead_entries_a_held_transa
     assert Job.objects.filter(status="succeeded").count() == DEAD_ENTRIES + 10
 
 
+@postgresql_only
+@pytest.mark.parametrize("queues", [None, ["default"]], ids=["all queues", "given queues"])
+def test_a_claim_from_the_head_reads_the_claim_index_beside_a_hold_s_dead_entries(queues):
+    """While held, the finished rows stay in the job table (their move to history waits)
+    and an ANALYZE sees few pending rows beside them: the claim must still read the claim
+    index, not another index of statuses, queues or names (each holding an entry for every
+    pending version since the hold began) and a sort."""
+    with transaction_held_open():
+        run_jobs(DEAD_ENTRIES)
+        jobs.enqueue_many(test_jobs.noop.name, [{}] * 300)
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {TABLE}")
+        now = timezone.now()
+        statements: list[tuple[str, list]] = []
+
+        def capture(execute, sql, params, many, context):
+            statements.append((sql, params))
+            return execute(sql, params, many, context)
+
+        full = claim_request(now, queues=queues, limit=10, worker_id="w", include_capped=False)
+        with connection.execute_wrapper(capture):
+            complete_and_claim(full, [], finished_at=now, using=database_alias())
+        [(sql, params)] = [s for s in statements if "SKIP LOCKED" in s[0]]
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            [[plan]] = cursor.fetchall()
+    plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+    assert job_table_indexes(plan) == {"cronqueue_job_claim", f"{TABLE}_pkey"}
+
+
 def job_table_indexes(node: dict) -> set[str | None]:
     """The index of each scan of the job table under a plan node (None: no index)."""
     found = set()
