@@ -37,6 +37,15 @@ def clock(monkeypatch):
     return now
 
 
+def after_a_full_claim(*jobs: ClaimedJob) -> ClaimFloors:
+    """Floors while held, after the first claim (a full one) returned ``jobs``."""
+    floors = ClaimFloors(full_every=1.0)
+    floors.set_held(True)
+    assert floors.take() is None
+    floors.advance(None, list(jobs))
+    return floors
+
+
 def test_outside_a_hold_every_claim_is_a_full_one(clock):
     floors = ClaimFloors(full_every=1.0)
     assert floors.take() is None
@@ -55,10 +64,7 @@ def test_while_held_claims_start_after_the_last_row_claimed(clock):
 
 
 def test_a_full_claim_runs_every_interval_and_starts_the_floor_where_it_stopped(clock):
-    floors = ClaimFloors(full_every=1.0)
-    floors.set_held(True)
-    floors.take()
-    floors.advance(None, [claimed(9, seconds=30)])
+    floors = after_a_full_claim(claimed(9, seconds=30))
     clock[0] += 0.9
     assert floors.take() is not None
     clock[0] += 0.1
@@ -70,20 +76,15 @@ def test_a_full_claim_runs_every_interval_and_starts_the_floor_where_it_stopped(
 
 
 def test_a_floor_claim_never_moves_the_floor_back(clock):
-    floors = ClaimFloors(full_every=1.0)
-    floors.set_held(True)
-    floors.take()
-    floors.advance(None, [claimed(9, seconds=30)])
+    floors = after_a_full_claim(claimed(9, seconds=30))
     at = floors.take()
     floors.advance(at, [claimed(4, seconds=1)])  # another slot's older floor
     assert floors.take() == ClaimFloor(0, T0 + dt.timedelta(seconds=30), 9)
 
 
 def test_lower_priorities_come_after_the_higher_ones_in_the_floor(clock):
-    floors = ClaimFloors(full_every=1.0)
-    floors.set_held(True)
-    floors.take()
-    floors.advance(None, [claimed(1, priority=5, seconds=9), claimed(2, priority=0, seconds=1)])
+    urgent, later = claimed(1, priority=5, seconds=9), claimed(2, priority=0, seconds=1)
+    floors = after_a_full_claim(urgent, later)
     assert floors.take() == ClaimFloor(0, T0 + dt.timedelta(seconds=1), 2)
 
 
@@ -98,10 +99,7 @@ def test_capped_jobs_leave_the_floor_alone(clock):
 
 
 def test_the_end_of_the_hold_drops_the_floor(clock):
-    floors = ClaimFloors(full_every=1.0)
-    floors.set_held(True)
-    floors.take()
-    floors.advance(None, [claimed(1)])
+    floors = after_a_full_claim(claimed(1))
     floors.set_held(False)
     assert floors.take() is None
     floors.set_held(True)
