@@ -170,10 +170,12 @@ INDEXES = (
 )
 
 
-def archive(now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH) -> int:
+def archive(
+    now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH, at_most: int | None = None
+) -> int:
     """Move the finished rows that may leave the job table into their history tables,
     in batches of ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own
-    transaction. Returns how many moved.
+    transaction; ``at_most`` rows in all, if given. Returns how many moved.
     Nothing on other vendors."""
     connection = connections[database_alias()]
     if not supported(connection):
@@ -181,11 +183,12 @@ def archive(now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH) -> int:
     for ahead in range(DAYS_AHEAD + 1):
         ensure_table(connection, day_table((now + dt.timedelta(days=ahead)).date()))
     ensure_table(connection, ENDED_TABLE)
+    budget = ARCHIVE_BATCHES * batch_size if at_most is None else at_most
     moved = batches = 0
     for kind in (_move_ended, _move_succeeded):
         more = True
-        while more and batches < ARCHIVE_BATCHES:
-            count, more = kind(connection, now, batch_size)
+        while more and batches < ARCHIVE_BATCHES and moved < budget:
+            count, more = kind(connection, now, min(batch_size, budget - moved))
             moved += count
             if count:  # an empty batch ends its kind's loop
                 batches += 1

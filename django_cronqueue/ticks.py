@@ -14,6 +14,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 from collections.abc import Sequence
 
 from django.utils import timezone
@@ -32,10 +33,43 @@ TICK_CLAIM_BATCH = 100
 HELD_RECOVERY_EVERY = dt.timedelta(seconds=10)
 
 
-class Housekeeping:
-    """The housekeeping part of a tick, with its memory between ticks."""
+class ClaimTally:
+    """A worker's claims since the last move of finished rows to history, recorded by
+    its slots: how many jobs they took, and whether every one of them found as many as
+    it asked for (the queue never ran dry: the worker is behind)."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claimed = 0
+        self._claims = 0
+        self._short = False
+
+    def record(self, asked: int, found: int) -> None:
+        with self._lock:
+            self._claimed += found
+            self._claims += 1
+            self._short = self._short or found < asked
+
+    def archive_budget(self) -> int | None:
+        """The rows the next pass may move, and a fresh tally. While the worker is
+        behind: the jobs it claimed since the last pass (so that the job table does not
+        grow) and one batch of any backlog of history (a transaction held for minutes
+        leaves millions), so that the move takes little from the drain it slows; else
+        None, as much as a pass moves."""
+        with self._lock:
+            behind = self._claims > 0 and not self._short
+            claimed = self._claimed
+            self._claimed = self._claims = 0
+            self._short = False
+        return claimed + archive.ARCHIVE_BATCH if behind else None
+
+
+class Housekeeping:
+    """The housekeeping part of a tick, with its memory between ticks. A worker's slots
+    record their claims in ``tally``."""
+
+    def __init__(self) -> None:
+        self.tally = ClaimTally()
         self.scheduler = Scheduler()
         self.prune_clock = PruneClock()
         self.count_clock = PruneClock(history.COUNT_EVERY)
@@ -45,7 +79,8 @@ class Housekeeping:
     def run(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
         """Cron (unless ``materialize`` is False), expired leases, the counts of finished
         rows (every minute), moving finished rows to history (PostgreSQL, every ten
-        seconds), pruning (hourly).
+        seconds; while the worker is behind, little more than it finished: ``ClaimTally``),
+        pruning (hourly).
 
         ``held``: a transaction is held open on the database (``storage_watch.HoldWatch``).
         Then the scan for expired leases, which walks an entry for every version of a row
@@ -58,8 +93,11 @@ class Housekeeping:
             recover_expired_leases(now)
         if self.count_clock.due(now):
             history.count_finished(now)
-        if not held and self.archive_clock.due(now):
-            archive.archive(now)
+        if self.archive_clock.due(now):
+            # Taken while held too: the first pass after the hold counts its own claims only.
+            budget = self.tally.archive_budget()
+            if not held:
+                archive.archive(now, at_most=budget)
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
             deleted = prune(now)

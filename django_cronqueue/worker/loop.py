@@ -310,6 +310,8 @@ class Worker(Heartbeat):
             self._skip_capped_until = time.monotonic() + self.poll_interval
         slot = threading.current_thread().name
         fresh_until = requested + self.lease.total_seconds() / 2
+        if request.limit:
+            self.housekeeping.tally.record(request.limit, len(jobs))
         with self._held_lock:
             for job in jobs:
                 self._held[job.id] = HeldJob(

@@ -166,8 +166,31 @@ def test_a_claim_from_the_head_reads_no_index_of_finished_rows_beside_a_hold_s_d
     0021: an entry for every pending version since the hold began) and sort them. Known
     gap, not guarded here: at this scale it may still read the whole (queue, status)
     index for them instead of the claim index."""
-    with transaction_held_open(), connection.cursor() as cursor:
-        # As a busy drain leaves them: rows enqueued, then finished, all while held.
+    with transaction_held_open():
+        fill_as_a_held_drain_leaves_it()
+        plan = planned_claim(queues, after=None)
+    assert "cronqueue_job_finished" not in job_table_indexes(plan)
+    assert not index_conditions_on(plan, ("name", "queue"))
+
+
+@postgresql_only
+@pytest.mark.parametrize("queues", [None, ["default"]], ids=["all queues", "given queues"])
+def test_a_claim_after_a_floor_reads_the_claim_index_only_beside_a_hold_s_dead_entries(queues):
+    """The claims a worker makes while held (all but one per poll interval) start after
+    its floor: they must read the claim index, the only one in claim order, whatever
+    other index of pending rows the statistics make look cheaper."""
+    with transaction_held_open():
+        fill_as_a_held_drain_leaves_it()
+        first = Job.objects.filter(status="pending").order_by("run_at", "id").first()
+        plan = planned_claim(queues, after=floor_of(first))
+    # The primary key finds the rows chosen, to lock and update them.
+    assert job_table_indexes(plan) - {"django_cronqueue_job_pkey"} == {"cronqueue_job_claim"}
+
+
+def fill_as_a_held_drain_leaves_it() -> None:
+    """``HELD_ROWS`` rows enqueued, then finished, all while held; then 300 pending ones
+    and fresh statistics."""
+    with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {TABLE} (name, payload, status, queue, priority, attempts, "
             "max_attempts, run_at, worker_id, last_error, traceback, created_at) "
@@ -180,23 +203,27 @@ def test_a_claim_from_the_head_reads_no_index_of_finished_rows_beside_a_hold_s_d
         )
         jobs.enqueue_many(test_jobs.noop.name, [{}] * 300)
         cursor.execute(f"ANALYZE {TABLE}")
-        now = timezone.now()
-        statements: list[tuple[str, list]] = []
 
-        def capture(execute, sql, params, many, context):
-            statements.append((sql, params))
-            return execute(sql, params, many, context)
 
-        full = claim_request(now, queues=queues, limit=10, worker_id="w", include_capped=False)
-        with connection.execute_wrapper(capture):
-            complete_and_claim(full, [], finished_at=now, using=database_alias())
-        [(sql, params)] = [s for s in statements if "SKIP LOCKED" in s[0]]
-        with connection.cursor() as cursor:
-            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-            [[plan]] = cursor.fetchall()
-    plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
-    assert "cronqueue_job_finished" not in job_table_indexes(plan)
-    assert not index_conditions_on(plan, ("name", "queue"))
+def planned_claim(queues: list[str] | None, after: ClaimFloor | None) -> dict:
+    """The plan of the claim statement a worker's slot runs (with no success to write)."""
+    now = timezone.now()
+    statements: list[tuple[str, list]] = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    claim = claim_request(
+        now, queues=queues, limit=10, worker_id="w", include_capped=False, after=after
+    )
+    with connection.execute_wrapper(capture):
+        complete_and_claim(claim, [], finished_at=now, using=database_alias())
+    [(sql, params)] = [s for s in statements if "SKIP LOCKED" in s[0]]
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        [[plan]] = cursor.fetchall()
+    return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
 
 
 def index_conditions_on(node: dict, columns: tuple[str, ...]) -> list[str]:

@@ -368,3 +368,23 @@ def test_a_pass_moves_at_most_its_batches_and_the_next_one_goes_on():
     assert archive.archive(now, batch_size=1) == archive.ARCHIVE_BATCHES
     assert archive.archive(now, batch_size=1) == 5
     assert set(where_rows_are().values()) == {archive.day_table(now.date())}
+
+
+def test_a_worker_behind_moves_what_it_claimed_and_one_batch_more():
+    """After a hold millions of finished rows wait for history: a worker whose every
+    claim came back full moves, per pass, the jobs it claimed and one batch of them, so
+    that the move takes little from the drain; once a claim comes back short, a whole pass."""
+    jobs.enqueue_many(test_jobs.noop.name, [{}] * 3 * archive.ARCHIVE_BATCH)
+    now = timezone.now()
+    run_all(now)
+    housekeeping = Housekeeping()
+    for _ in range(100):
+        housekeeping.tally.record(10, 10)  # 1,000 jobs claimed, every claim full
+    housekeeping.run(now, materialize=False)
+    in_job_table = [table for table in where_rows_are().values() if table == TABLE]
+    assert len(in_job_table) == 2 * archive.ARCHIVE_BATCH - 1_000
+
+    housekeeping.tally.record(10, 10)
+    housekeeping.tally.record(10, 3)  # the queue ran dry: not behind
+    housekeeping.run(now + archive.ARCHIVE_EVERY, materialize=False)
+    assert TABLE not in set(where_rows_are().values())
