@@ -105,6 +105,10 @@ def placeholders(values: Sequence[Any]) -> str:
 
 QUEUE_IN = " AND queue IN "
 QUEUE_EXPRESSION_IN = " AND queue || '' IN "
+# The status as an expression no index on status can read (PostgreSQL): rows looked up
+# by id are found by their primary key (see running_by_id), and the claim's pending rows
+# by the claim index alone, whose condition is written with it (migration 0022).
+STATUS_EXPRESSION = "status || ''"
 
 
 def due_filter(
@@ -127,17 +131,22 @@ def due_filter(
     # (migration 0014), and a planner proves that from a literal whatever the binding.
     # Constants are literals (here and in the SET clauses below): only the values that
     # change between claims are parameters, so that a prepared claim gets a generic plan.
-    # On PostgreSQL (names as an array) the names and queues are compared as expressions
-    # no index can read: the indexes on (name, status, queue) and (queue, status) would
-    # otherwise be a way to the pending rows, and with few live ones the planner may take
-    # it (then sort) instead of the claim index. While a transaction is held open those
-    # indexes hold an entry for every pending version since it began.
+    # On PostgreSQL (names as an array) the status, names and queues are compared as
+    # expressions no index can read but the claim index, whose condition is the same
+    # expression (migration 0022): the indexes on (queue, status) and (name, status,
+    # queue) would otherwise be a way to the pending rows, read whole for the status,
+    # then sorted. The planner takes one when an ANALYZE saw few pending rows, and keeps
+    # it as they pile up: each claim then reads and sorts every pending row (and while a
+    # transaction is held open, every pending version since it began).
     params: list[Any] = [request.now]
-    pending = f"status = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
     if names_as_array:
+        pending = (
+            f"{STATUS_EXPRESSION} = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
+        )
         sql = f"{pending} AND name || '' = ANY(%s::text[])"
         params.append(list(names))
     else:
+        pending = f"status = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
         sql = f"{pending} AND name IN ({placeholders(names)})"
         params.extend(names)
     if request.queues:
@@ -232,11 +241,7 @@ def running_by_id(connection: BaseDatabaseWrapper) -> str:
     an entry for every version of a row that ever ran, none of which can be removed while a
     transaction is held open, and the planner, which counts the few live running rows,
     would otherwise read them all through it."""
-    return f"{STATUS_BY_ID} = %s" if is_postgresql(connection) else "status = %s"
-
-
-# The status as an expression no index can read (PostgreSQL; see running_by_id).
-STATUS_BY_ID = "status || ''"
+    return f"{STATUS_EXPRESSION} = %s" if is_postgresql(connection) else "status = %s"
 
 
 def adapt(connection: BaseDatabaseWrapper, params: list[Any]) -> list[Any]:

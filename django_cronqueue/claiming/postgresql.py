@@ -25,7 +25,7 @@ from .base import (
     ORDER,
     PLAIN_SUCCESS,
     RETURNED_COLUMNS,
-    STATUS_BY_ID,
+    STATUS_EXPRESSION,
     SUCCEEDED_SET,
     TABLE,
     ClaimedJob,
@@ -107,7 +107,7 @@ def write_plan(
 
 
 # The completion's rows are found by their ids only (base.running_by_id says why).
-BY_ID_RUNNING = f"{STATUS_BY_ID} = '{JobStatus.RUNNING}'"
+BY_ID_RUNNING = f"{STATUS_EXPRESSION} = '{JobStatus.RUNNING}'"
 
 
 def complete_and_claim(

@@ -157,34 +157,21 @@ def test_a_completion_finds_its_rows_by_id_beside_the_dead_entries_a_held_transa
 
 @postgresql_only
 @pytest.mark.parametrize("queues", [None, ["default"]], ids=["all queues", "given queues"])
-def test_a_claim_from_the_head_reads_no_index_of_finished_rows_beside_a_hold_s_dead_entries(
-    queues,
-):
+@pytest.mark.parametrize("floored", [False, True], ids=["from the head", "after a floor"])
+def test_a_claim_reads_the_claim_index_only_beside_a_hold_s_dead_entries(queues, floored):
     """While held, the finished rows stay in the job table (their move to history waits)
-    and an ANALYZE sees few pending rows beside them. The claim from the head planned to
+    and an ANALYZE sees few pending rows beside them. A claim from the head planned to
     read the pending rows through the index of finished rows (whole before migration
-    0021: an entry for every pending version since the hold began) and sort them. Known
-    gap, not guarded here: at this scale it may still read the whole (queue, status)
-    index for them instead of the claim index."""
-    with transaction_held_open():
-        fill_as_a_held_drain_leaves_it()
-        plan = planned_claim(queues, after=None)
-    assert "cronqueue_job_finished" not in job_table_indexes(plan)
-    assert not index_conditions_on(plan, ("name", "queue"))
-
-
-@postgresql_only
-@pytest.mark.parametrize("queues", [None, ["default"]], ids=["all queues", "given queues"])
-def test_a_claim_after_a_floor_reads_the_claim_index_only_beside_a_hold_s_dead_entries(queues):
-    """The claims a worker makes while held (all but one per poll interval) start after
-    its floor: they must read the claim index, the only one in claim order, whatever
-    other index of pending rows the statistics make look cheaper."""
+    0021), then through the whole (queue, status) index (before 0022), and sort them all:
+    every pending version since the hold began, and the whole backlog once one grows. A
+    claim after the floor must start in the claim index, the only one in claim order."""
     with transaction_held_open():
         fill_as_a_held_drain_leaves_it()
         first = Job.objects.filter(status="pending").order_by("run_at", "id").first()
-        plan = planned_claim(queues, after=floor_of(first))
+        plan = planned_claim(queues, after=floor_of(first) if floored else None)
     # The primary key finds the rows chosen, to lock and update them.
     assert job_table_indexes(plan) - {"django_cronqueue_job_pkey"} == {"cronqueue_job_claim"}
+    assert not index_conditions_on(plan, ("name", "queue", "status"))
 
 
 def fill_as_a_held_drain_leaves_it() -> None:

@@ -134,7 +134,7 @@ def test_the_claim_and_running_indexes_hold_only_the_rows_they_are_read_for(hist
     index that does not cover the row's new status."""
     assert index_definition(CLAIM_INDEX).endswith(
         "(priority DESC, run_at, id) "
-        "WHERE (((status)::text = 'pending'::text) AND (blocked = false))"
+        "WHERE ((((status)::text || ''::text) = 'pending'::text) AND (blocked = false))"
     )
     assert index_definition(RUNNING_INDEX).endswith("WHERE ((status)::text = 'running'::text)")
     assert index_definition("cronqueue_job_flow").endswith(
