@@ -43,6 +43,7 @@ class ClaimTally:
         self._claimed = 0
         self._claims = 0
         self._short = False
+        self._extra_batches = 1
 
     def record(self, asked: int, found: int) -> None:
         with self._lock:
@@ -50,18 +51,21 @@ class ClaimTally:
             self._claims += 1
             self._short = self._short or found < asked
 
-    def archive_budget(self) -> int | None:
-        """The rows the next pass may move, and a fresh tally. While the worker is
-        behind: the jobs it claimed since the last pass (so that the job table does not
-        grow) and one batch of any backlog of history (a transaction held for minutes
-        leaves millions), so that the move takes little from the drain it slows; else
-        None, as much as a pass moves."""
+    def archive_budget(self) -> int:
+        """The rows the next pass may move, and a fresh tally: the jobs claimed since the
+        last pass (so that the job table does not grow) and some batches more, for the
+        rows a transaction held for minutes kept back (millions). One while the worker is
+        behind, so that the moves take little from the drain; once it has room, twice as
+        many each pass, up to a whole pass: a pass that moved them all at once would put
+        it behind again."""
         with self._lock:
             behind = self._claims > 0 and not self._short
             claimed = self._claimed
             self._claimed = self._claims = 0
             self._short = False
-        return claimed + archive.ARCHIVE_BATCH if behind else None
+            extra = 1 if behind else min(2 * self._extra_batches, archive.ARCHIVE_BATCHES)
+            self._extra_batches = extra
+        return claimed + extra * archive.ARCHIVE_BATCH
 
 
 class Housekeeping:

@@ -373,7 +373,7 @@ def test_a_pass_moves_at_most_its_batches_and_the_next_one_goes_on():
 def test_a_worker_behind_moves_what_it_claimed_and_one_batch_more():
     """After a hold millions of finished rows wait for history: a worker whose every
     claim came back full moves, per pass, the jobs it claimed and one batch of them, so
-    that the move takes little from the drain; once a claim comes back short, a whole pass."""
+    that the move takes little from the drain; once a claim comes back short, more."""
     jobs.enqueue_many(test_jobs.noop.name, [{}] * 3 * archive.ARCHIVE_BATCH)
     now = timezone.now()
     run_all(now)

@@ -4,12 +4,13 @@ tests/db/test_history_tables.py."""
 
 import threading
 
-from django_cronqueue.archive import ARCHIVE_BATCH
+from django_cronqueue.archive import ARCHIVE_BATCH, ARCHIVE_BATCHES
 from django_cronqueue.ticks import ClaimTally
 
 
-def test_no_claims_no_bound():
-    assert ClaimTally().archive_budget() is None
+def behind(tally: ClaimTally, claims: int = 1) -> None:
+    for _ in range(claims):
+        tally.record(10, 10)
 
 
 def test_every_claim_full_bounds_the_pass_to_the_claimed_jobs_and_one_batch():
@@ -19,31 +20,35 @@ def test_every_claim_full_bounds_the_pass_to_the_claimed_jobs_and_one_batch():
     assert tally.archive_budget() == 14 + ARCHIVE_BATCH
 
 
-def test_one_short_claim_lifts_the_bound():
+def test_with_room_the_batches_beyond_the_claimed_jobs_double_up_to_a_whole_pass():
     tally = ClaimTally()
-    tally.record(10, 10)
-    tally.record(10, 0)
-    tally.record(10, 10)
-    assert tally.archive_budget() is None
+    budgets = []
+    for _ in range(7):
+        tally.record(10, 3)  # one short claim: the queue ran dry
+        budgets.append(tally.archive_budget() - 3)
+    assert budgets == [n * ARCHIVE_BATCH for n in (2, 4, 8, 16, ARCHIVE_BATCHES, 20, 20)]
 
 
-def test_each_budget_starts_a_fresh_tally():
+def test_a_pass_behind_goes_back_to_one_batch():
     tally = ClaimTally()
-    tally.record(10, 2)
-    assert tally.archive_budget() is None
-    tally.record(10, 10)
+    for _ in range(5):
+        assert tally.archive_budget() > ARCHIVE_BATCH  # no claims: room
+    behind(tally)
     assert tally.archive_budget() == 10 + ARCHIVE_BATCH
-    assert tally.archive_budget() is None
+    assert tally.archive_budget() == 2 * ARCHIVE_BATCH
+
+
+def test_one_short_claim_among_full_ones_is_room():
+    tally = ClaimTally()
+    behind(tally)
+    tally.record(10, 0)
+    behind(tally)
+    assert tally.archive_budget() == 20 + 2 * ARCHIVE_BATCH
 
 
 def test_claims_from_many_slots_all_count():
     tally = ClaimTally()
-
-    def slot() -> None:
-        for _ in range(1_000):
-            tally.record(10, 10)
-
-    threads = [threading.Thread(target=slot) for _ in range(8)]
+    threads = [threading.Thread(target=behind, args=(tally, 1_000)) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
