@@ -51,6 +51,14 @@ class ClaimTally:
             self._claims += 1
             self._short = self._short or found < asked
 
+    def restart(self) -> None:
+        """A fresh tally, and one batch beyond the claimed jobs at the next pass (no row
+        moved while a transaction was held: millions may wait)."""
+        with self._lock:
+            self._claimed = self._claims = 0
+            self._short = False
+            self._extra_batches = 1
+
     def archive_budget(self) -> int:
         """The rows the next pass may move, and a fresh tally: the jobs claimed since the
         last pass (so that the job table does not grow) and some batches more, for the
@@ -98,10 +106,10 @@ class Housekeeping:
         if self.count_clock.due(now):
             history.count_finished(now)
         if self.archive_clock.due(now):
-            # Taken while held too: the first pass after the hold counts its own claims only.
-            budget = self.tally.archive_budget()
-            if not held:
-                archive.archive(now, at_most=budget)
+            if held:  # the pass after it counts its own claims, from one batch more
+                self.tally.restart()
+            else:
+                archive.archive(now, at_most=self.tally.archive_budget())
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
             deleted = prune(now)

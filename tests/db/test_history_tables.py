@@ -360,6 +360,21 @@ def test_while_a_transaction_is_held_no_finished_row_moves_to_history():
     assert where_rows_are()[job_id] != TABLE
 
 
+def test_after_a_hold_the_move_to_history_starts_again_from_one_batch():
+    """The passes skipped while held do not count as room: millions of rows may wait."""
+    jobs.enqueue_many(test_jobs.noop.name, [{}] * 3 * archive.ARCHIVE_BATCH)
+    now = timezone.now()
+    run_all(now)
+    housekeeping = Housekeeping()
+    for seconds in range(0, 60, 10):  # a minute held, the queue never behind
+        housekeeping.tally.record(10, 0)
+        housekeeping.run(now + dt.timedelta(seconds=seconds), materialize=False, held=True)
+    housekeeping.tally.record(10, 0)
+    housekeeping.run(now + dt.timedelta(seconds=60), materialize=False)
+    moved = [table for table in where_rows_are().values() if table != TABLE]
+    assert len(moved) == 2 * archive.ARCHIVE_BATCH
+
+
 def test_a_pass_moves_at_most_its_batches_and_the_next_one_goes_on():
     """A pass ends, however many rows wait: the housekeeping around it goes on."""
     jobs.enqueue_many(test_jobs.noop.name, [{}] * (archive.ARCHIVE_BATCHES + 5))

@@ -54,3 +54,13 @@ def test_claims_from_many_slots_all_count():
     for thread in threads:
         thread.join()
     assert tally.archive_budget() == 80_000 + ARCHIVE_BATCH
+
+
+def test_a_restart_counts_afresh_from_one_batch():
+    tally = ClaimTally()
+    for _ in range(5):
+        tally.archive_budget()
+    behind(tally, 3)
+    tally.restart()
+    tally.record(10, 2)
+    assert tally.archive_budget() == 2 + 2 * ARCHIVE_BATCH
