@@ -55,8 +55,7 @@ class ClaimTally:
         """A fresh tally, and one batch beyond the claimed jobs at the next pass (no row
         moved while a transaction was held: millions may wait)."""
         with self._lock:
-            self._claimed = self._claims = 0
-            self._short = False
+            self._take()
             self._extra_batches = 1
 
     def archive_budget(self) -> int:
@@ -67,13 +66,18 @@ class ClaimTally:
         many each pass, up to a whole pass: a pass that moved them all at once would put
         it behind again."""
         with self._lock:
-            behind = self._claims > 0 and not self._short
-            claimed = self._claimed
-            self._claimed = self._claims = 0
-            self._short = False
+            behind, claimed = self._take()
             extra = 1 if behind else min(2 * self._extra_batches, archive.ARCHIVE_BATCHES)
             self._extra_batches = extra
         return claimed + extra * archive.ARCHIVE_BATCH
+
+    def _take(self) -> tuple[bool, int]:
+        """Whether the worker was behind, and the jobs it claimed; a fresh tally."""
+        behind = self._claims > 0 and not self._short
+        claimed = self._claimed
+        self._claimed = self._claims = 0
+        self._short = False
+        return behind, claimed
 
 
 class Housekeeping:

@@ -139,14 +139,12 @@ def due_filter(
     # it as they pile up: each claim then reads and sorts every pending row (and while a
     # transaction is held open, every pending version since it began).
     params: list[Any] = [request.now]
+    status = STATUS_EXPRESSION if names_as_array else "status"
+    pending = f"{status} = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
     if names_as_array:
-        pending = (
-            f"{STATUS_EXPRESSION} = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
-        )
         sql = f"{pending} AND name || '' = ANY(%s::text[])"
         params.append(list(names))
     else:
-        pending = f"status = '{JobStatus.PENDING}' AND blocked = FALSE AND run_at <= %s"
         sql = f"{pending} AND name IN ({placeholders(names)})"
         params.extend(names)
     if request.queues:
