@@ -154,7 +154,7 @@ def _drop_expired_days(now: dt.datetime, cutoff: dt.datetime) -> int:
     tables (``archive``), out of the counts in the same transaction; the planner's
     statistics of the job table are then taken again."""
     connection = connections[database_alias()]
-    if not archive.supported(connection):
+    if not archive.keeps_days(connection):
         return 0
     if not archive.expired_days(connection, cutoff):
         return 0  # most hours: no day to drop, and the counts' lock is not taken
@@ -182,7 +182,10 @@ def _drop_counted_day(connection: Any, name: str, counted_until: dt.datetime | N
 
 def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int) -> int:
     """Each batch in a transaction of its own that also takes its rows out of the counts
-    of finished rows (``history``)."""
+    of finished rows (``history``). Rows another transaction holds are left for the next
+    prune: a move to history (``archive``) or a retry has them, and a prune that waited
+    on one could deadlock with it (MariaDB's move checks its unique keys in the history
+    partition, where the prune holds rows)."""
     deleted = 0
     while True:
         with transaction.atomic(using=database_alias()):
@@ -191,7 +194,7 @@ def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int
                 _jobs()
                 .filter(status__in=statuses, finished_at__lt=cutoff)
                 .order_by("finished_at")
-                .select_for_update()
+                .select_for_update(skip_locked=True)
                 .values_list("id", *history.ROW_FIELDS)[:batch_size]
             )
             if rows:

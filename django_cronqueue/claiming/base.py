@@ -17,6 +17,7 @@ from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from .. import typedjson
+from ..archive.mysql import HOT_ROWS
 from ..cursors import fast_cursor
 from ..models import Job, JobStatus, NameLock, Pause
 
@@ -228,9 +229,13 @@ def is_postgresql(connection: BaseDatabaseWrapper) -> bool:
 
 
 def job_rows(connection: BaseDatabaseWrapper) -> str:
-    """The job table in a claim or completion: on PostgreSQL without the history tables
-    that inherit from it (``archive``), which such a statement never needs to read."""
-    return f"ONLY {TABLE}" if is_postgresql(connection) else TABLE
+    """The job table in a claim or completion, without its history (``archive``), which
+    such a statement never needs to read: on PostgreSQL the job table without the tables
+    that inherit from it, on MariaDB and MySQL its hot partition (a retry moves its rows
+    back there before it makes them pending)."""
+    if is_postgresql(connection):
+        return f"ONLY {TABLE}"
+    return HOT_ROWS if connection.vendor == "mysql" else TABLE
 
 
 def running_by_id(connection: BaseDatabaseWrapper) -> str:

@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .. import history
+from .. import archive, history
 from ..conf import database_alias
 from ..error_text import MAX_ERROR_CHARS, clean_text
 from ..models import FINISHED_STATUSES, Job, JobStatus
@@ -142,6 +142,7 @@ def retry_rows(ids: list[int], now: dt.datetime) -> int:
         counted_until = history.lock_mark()
         rows = list(retryable.select_for_update().values_list("pk", *history.ROW_FIELDS))
         retried = [row[0] for row in rows]
+        archive.reopen(retried)
         updated = retryable.filter(pk__in=retried).update(
             **_retry_changes(now), active_dedupe_key=F("dedupe_key")
         )

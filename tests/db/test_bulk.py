@@ -195,8 +195,9 @@ def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
     """3,000 rows: six batches of 500, each a read, a dedupe-key check (retry of keyed
     rows), the rows locked, the UPDATE and its transaction, and for a retry the lock of the
     counts of finished rows (made by the first one), the read of what the retried rows wait
-    for (their batch callbacks, their upstream jobs: jobs.chain, jobs.group), then one read
-    that finds no more and a NOTIFY (PostgreSQL): never a query per row."""
+    for (their batch callbacks, their upstream jobs: jobs.chain, jobs.group) and on MariaDB
+    the move of the retried rows back to the hot partition, then one read that finds no
+    more and a NOTIFY (PostgreSQL): never a query per row."""
     Job.objects.bulk_create(
         JobFactory.build(status=status, dedupe_key=f"k{n}" if keyed else None) for n in range(3000)
     )
@@ -204,7 +205,8 @@ def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
         outcome = action(Job.objects.all())
     assert outcome.changed.count + outcome.requested.count == 3000
     batches = 3000 // bulk.BATCH_SIZE
-    assert len(captured) <= batches * 10 + 4, "\n".join(q["sql"][:120] for q in captured)
+    per_batch = 11 if action is bulk.retry_jobs and connection.vendor == "mysql" else 10
+    assert len(captured) <= batches * per_batch + 4, "\n".join(q["sql"][:120] for q in captured)
 
 
 def test_retrying_many_jobs_that_waited_for_others_costs_a_few_queries_per_batch():

@@ -5,12 +5,14 @@ tests/unit/test_maintenance.py.)"""
 import datetime as dt
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
 from django_cronqueue import jobs, maintenance
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Batch, Job, Worker
+from tests.db.row_locks import row_held_elsewhere
 from tests.factories import JobFactory, WorkerFactory
 from tests.testapp import jobs as test_jobs
 
@@ -127,6 +129,23 @@ def test_pruning_deletes_only_finished_rows_past_retention():
     remaining = set(Job.objects.values_list("id", flat=True))
     assert remaining == {job.id for job in kept}
     assert not remaining & {job.id for job in doomed}
+
+
+@pytest.mark.skipif(connection.vendor == "sqlite", reason="SQLite has no row locks")
+@override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 3600, "FAILED_RETENTION": 3600})
+def test_pruning_leaves_a_row_another_transaction_holds_to_its_next_pass():
+    """A move to history or a retry holding a row past its retention: the prune goes on
+    without it (waiting on it could deadlock with the move) and takes it next time."""
+    now = timezone.now()
+    old = now - dt.timedelta(hours=3)
+    held = JobFactory(status="failed", finished_at=old)
+    others = [JobFactory(status="succeeded", finished_at=old) for _ in range(3)]
+    with row_held_elsewhere(held.id):
+        assert maintenance.prune(now) == 3
+    assert set(Job.objects.values_list("id", flat=True)) == {held.id}
+    assert not Job.objects.filter(pk__in=[job.pk for job in others]).exists()
+    assert maintenance.prune(now) == 1
+    assert not Job.objects.exists()
 
 
 @override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 60, "PRUNE_BATCH_SIZE": 7})

@@ -26,8 +26,7 @@ a batch: the links' foreign keys point into the job table) and rows whose ``dedu
 span has not passed (their key must still collide). An UPDATE that gives an archived row
 a status that is not finished (a retry) moves it back (the trigger ``REOPEN_FUNCTION``).
 
-MariaDB and SQLite keep one table: the claim's index there holds what it reads in order,
-and pruning deletes in batches (docs/explanation.md, "History").
+MariaDB partitions the job table instead (``archive.mysql``); SQLite keeps one table.
 """
 
 from __future__ import annotations
@@ -37,26 +36,25 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .conf import database_alias
-from .cursors import fast_cursor
-from .models import Batch, Job, JobDependency
+from ..cursors import fast_cursor
+from ..models import Job
+from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE
 
 __all__ = [
-    "ARCHIVE_BATCH",
-    "ARCHIVE_EVERY",
+    "DAY_PREFIX",
     "ENDED_TABLE",
     "REOPEN_FUNCTION",
     "archive",
     "day_of_table",
     "day_table",
     "drop_day",
+    "ensure_table",
     "expired_days",
     "history_tables",
     "kept_elsewhere",
-    "supported",
 ]
 
 TABLE = Job._meta.db_table
@@ -64,33 +62,8 @@ ENDED_TABLE = f"{TABLE}_ended"
 DAY_PREFIX = f"{TABLE}_d"
 DAY_TABLE = re.compile(rf"^{re.escape(DAY_PREFIX)}(\d{{8}})$")
 REOPEN_FUNCTION = "django_cronqueue_job_reopen"
-ARCHIVE_EVERY = dt.timedelta(seconds=10)
-ARCHIVE_BATCH = 5000
-# Batches per pass at most: 100,000 rows every ten seconds keeps up with 10,000 jobs/s,
-# and a pass ends, so that the housekeeping around it (a transaction held open that
-# makes every batch slower, a stop) is seen in time.
-ARCHIVE_BATCHES = 20
 # Days of history tables made ahead of the rows that will fill them.
 DAYS_AHEAD = 1
-
-FINISHED = "('succeeded', 'failed', 'cancelled')"
-
-# The row leaves the job table when no link points at it and its dedupe_for span passed.
-MOVABLE = (
-    "NOT j.has_downstream AND j.batch_id IS NULL"
-    " AND (j.window_dedupe_key IS NULL OR j.dedupe_until <= %s)"
-    f" AND NOT EXISTS (SELECT 1 FROM {JobDependency._meta.db_table} l"
-    " WHERE l.upstream_id = j.id)"
-    f" AND NOT EXISTS (SELECT 1 FROM {JobDependency._meta.db_table} l"
-    " WHERE l.downstream_id = j.id)"
-    f" AND NOT EXISTS (SELECT 1 FROM {Batch._meta.db_table} b WHERE b.then_job_id = j.id)"
-    f" AND NOT EXISTS (SELECT 1 FROM {Batch._meta.db_table} b WHERE b.finally_job_id = j.id)"
-)
-
-
-def supported(connection: BaseDatabaseWrapper) -> bool:
-    """History tables exist on PostgreSQL only."""
-    return connection.vendor == "postgresql"
 
 
 def day_table(day: dt.date) -> str:
@@ -170,20 +143,13 @@ INDEXES = (
 )
 
 
-def archive(
-    now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH, at_most: int | None = None
-) -> int:
+def archive(connection: BaseDatabaseWrapper, now: dt.datetime, batch_size: int, budget: int) -> int:
     """Move the finished rows that may leave the job table into their history tables,
     in batches of ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own
-    transaction; ``at_most`` rows in all, if given. Returns how many moved.
-    Nothing on other vendors."""
-    connection = connections[database_alias()]
-    if not supported(connection):
-        return 0
+    transaction; ``budget`` rows in all. Returns how many moved."""
     for ahead in range(DAYS_AHEAD + 1):
         ensure_table(connection, day_table((now + dt.timedelta(days=ahead)).date()))
     ensure_table(connection, ENDED_TABLE)
-    budget = ARCHIVE_BATCHES * batch_size if at_most is None else at_most
     moved = batches = 0
     for kind in (_move_ended, _move_succeeded):
         more = True
