@@ -17,8 +17,9 @@ logger = logging.getLogger("django_cronqueue")
 
 def renew_held_leases(jobs: Sequence[ClaimedJob], *, until: dt.datetime) -> None:
     """The heartbeat's renewal; each job renewed learns its lease's new end. When some
-    row was not renewed (it moved on meanwhile), one SELECT tells which were."""
-    renewed = lifecycle.renew_leases(jobs, until=until)
+    row was not renewed (it moved on meanwhile, or another transaction held it: its
+    outcome being written; renewed at the next beat), one SELECT tells which were."""
+    renewed = lifecycle.renew_leases(jobs, until=until, skip_locked=True)
     ids = {job.id for job in jobs}
     if renewed != len(jobs):
         ids = lifecycle.leased_until(jobs, until) if renewed else set()

@@ -382,14 +382,27 @@ def release_unstarted(jobs: list[ClaimedJob], *, now: dt.datetime | None = None)
     return released
 
 
-def renew_leases(jobs: Sequence[ClaimedJob], *, until: dt.datetime) -> int:
+def renew_leases(
+    jobs: Sequence[ClaimedJob], *, until: dt.datetime, skip_locked: bool = False
+) -> int:
     """Extend the leases of these claims, each only while its row is still running under
     that claim's token: never the lease of a later claim of the row, even one made under
-    the same worker id."""
+    the same worker id. ``skip_locked`` (the heartbeat) leaves the rows another
+    transaction holds for the next renewal: the statement that writes a claim's outcome
+    holds its rows, in an order of its own, and an UPDATE of the same rows that waited on
+    it could deadlock with it."""
     held = _held(jobs)
     if held is None:
         return 0
-    return running_rows().filter(held).update(locked_until=until)
+    if not skip_locked:
+        return running_rows().filter(held).update(locked_until=until)
+    with transaction.atomic(using=database_alias()):
+        free = list(
+            running_rows().filter(held).select_for_update(skip_locked=True).values_list("id")
+        )
+        if not free:
+            return 0
+        return running_rows().filter(id__in=[row[0] for row in free]).update(locked_until=until)
 
 
 def leased_until(jobs: Sequence[ClaimedJob], until: dt.datetime) -> set[int]:

@@ -12,6 +12,7 @@ from django_cronqueue.claiming import claim_due
 from django_cronqueue.leases import lease_holds, renew_held_leases
 from django_cronqueue.maintenance import recover_expired_leases
 from django_cronqueue.models import Job
+from tests.db.row_locks import row_held_elsewhere
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,3 +72,20 @@ def test_a_heartbeat_sets_the_known_lease_end_of_the_rows_it_renewed():
     renew_held_leases([first, second], until=now + 3 * LEASE)
     assert (first.lease_until, second.lease_until) == (now + 3 * LEASE, now + 2 * LEASE)
     assert lease_holds(second, now + 2 * LEASE, LEASE) is False  # not started
+
+
+@pytest.mark.skipif(connection.vendor == "sqlite", reason="SQLite has no row locks")
+def test_a_heartbeat_leaves_a_row_another_transaction_holds_to_its_next_beat():
+    """The statement that writes a claim's outcome holds its rows while the heartbeat
+    renews the same claims: the renewal must not wait on them (two UPDATEs of the same
+    rows, locking them in different orders, deadlock)."""
+    JobFactory.create_batch(2)
+    now = timezone.now()
+    first, second = claim_due(now, queues=None, limit=2, worker_id="w")
+    claimed_until = second.lease_until
+    with row_held_elsewhere(second.id):
+        renew_held_leases([first, second], until=now + 2 * LEASE)
+        assert (first.lease_until, second.lease_until) == (now + 2 * LEASE, claimed_until)
+        assert Job.objects.get(pk=second.id).locked_until == claimed_until
+    renew_held_leases([first, second], until=now + 3 * LEASE)
+    assert first.lease_until == second.lease_until == now + 3 * LEASE
