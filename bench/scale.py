@@ -264,8 +264,9 @@ def analyze() -> None:
 
 def settle() -> None:
     """Analyze, then flush what the writes so far left to flush (PostgreSQL: a
-    ``CHECKPOINT``; SQLite: the WAL into the database file), so that none is paid for
-    while measured."""
+    ``CHECKPOINT``; SQLite: the WAL into the database file; MariaDB: the purge of the
+    row versions the writes left, as a VACUUM would), so that none is paid for while
+    measured."""
     from benchlib.db import checkpoint_postgres
 
     analyze()
@@ -273,6 +274,45 @@ def settle() -> None:
         checkpoint_postgres()
     elif os.environ["BENCH_DB"] == "sqlite":
         sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    elif os.environ["BENCH_DB"] == "mariadb":
+        wait_for_purge()
+        flush_dirty_pages()
+
+
+PURGED = 1_000  # undo logs left for InnoDB's purge, at most, before a measurement
+PURGE_WAIT = 300.0
+
+
+def wait_for_purge() -> None:
+    """Wait until InnoDB's purge has caught up with the writes so far (a move of a million
+    rows to the history partition leaves as many delete-marked entries in the hot one)."""
+    deadline = time.monotonic() + PURGE_WAIT
+    while time.monotonic() < deadline:
+        [(_, left)] = sql("SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'")
+        if int(left) <= PURGED:
+            return
+        time.sleep(1)
+    print(f"  InnoDB's purge still had {int(left):,} undo logs after {PURGE_WAIT:.0f} s")
+
+
+FLUSHED = 200  # dirty pages left in InnoDB's buffer pool, at most, before a measurement
+
+
+def flush_dirty_pages() -> None:
+    """InnoDB's CHECKPOINT: have the page cleaner write every dirty page out (the dirty
+    page target at 0 for a while), so that a drain does not pay for an earlier write."""
+    [(_, before)] = sql("SHOW GLOBAL VARIABLES LIKE 'innodb_max_dirty_pages_pct'")
+    sql("SET GLOBAL innodb_max_dirty_pages_pct = 0")
+    try:
+        deadline = time.monotonic() + PURGE_WAIT
+        while time.monotonic() < deadline:
+            [(_, dirty)] = sql("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")
+            if int(dirty) <= FLUSHED:
+                return
+            time.sleep(0.5)
+        print(f"  InnoDB still had {int(dirty):,} dirty pages after {PURGE_WAIT:.0f} s")
+    finally:
+        sql(f"SET GLOBAL innodb_max_dirty_pages_pct = {float(before)}")
 
 
 def table_bytes() -> int:
@@ -414,7 +454,11 @@ def drain_rate(count: int) -> float:
         window_sql(os.environ["BENCH_DB"], TABLE, "started_at", "finished_at", where)
     )
     if done != count:
-        raise SystemExit(f"the drain finished {done} of {count} jobs")
+        left = sql(
+            f"SELECT status, COUNT(*), MIN(run_at), MAX(run_at) FROM {TABLE} "
+            f"WHERE id > {int(mark)} AND status <> 'succeeded' GROUP BY status"
+        )
+        raise SystemExit(f"the drain finished {done} of {count} jobs; left: {left}")
     sql(f"DELETE FROM {TABLE} WHERE id > %s", (mark,))
     return count / float(seconds)
 
