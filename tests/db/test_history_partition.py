@@ -18,8 +18,8 @@ from django_cronqueue.execution import run_claimed
 from django_cronqueue.models import Job, JobStatus
 from django_cronqueue.observe.counts import job_counts, status_totals
 from django_cronqueue.ticks import Housekeeping
+from tests.db.test_history_tables import insert_one_row_per_status, one_of_each_run, run_all
 from tests.testapp import jobs as test_jobs
-from tests.testapp.models import SideEffect
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -45,20 +45,8 @@ def all_rows() -> list[tuple]:
         return cursor.fetchall()
 
 
-def run_all(now: dt.datetime) -> None:
-    while claim := claim_due(now, queues=None, limit=100, worker_id="w"):
-        for job in claim:
-            run_claimed(job, lambda: now)
-
-
 def test_finished_rows_move_to_the_history_partition_and_read_as_before():
-    done = jobs.enqueue(test_jobs.returns_value, {"value": 7})
-    failed = jobs.enqueue(test_jobs.fails_now, {"key": "k"})
-    cancelled = jobs.enqueue(test_jobs.record, {"key": "c"})
-    cancelled.cancel()
-    waiting = jobs.enqueue(test_jobs.record, {"key": "later"}, delay=dt.timedelta(hours=1))
-    now = timezone.now()
-    run_all(now)
+    now, (done, failed, cancelled, waiting) = one_of_each_run()
     before = all_rows()
 
     assert archive.archive(now) == 3
@@ -84,20 +72,6 @@ def test_the_housekeeping_moves_finished_rows_in_its_tick():
     assert where_rows_are() == {job.pk: HISTORY}
 
 
-def test_a_retried_row_goes_back_to_the_hot_partition_and_runs_again():
-    failed = jobs.enqueue(test_jobs.fails_until_fixed, {"key": "retry"})
-    now = timezone.now()
-    run_all(now)
-    archive.archive(now)
-    assert where_rows_are()[failed.pk] == HISTORY
-
-    SideEffect.objects.create(key="fixed retry", pid=0)
-    assert Job.objects.get(pk=failed.pk).retry(now=now)
-    assert where_rows_are()[failed.pk] == HOT
-    run_all(now)
-    assert Job.objects.get(pk=failed.pk).status == "succeeded"
-
-
 def test_a_retry_is_refused_while_another_job_holds_its_dedupe_key():
     failed = jobs.enqueue(test_jobs.fails_now, {"key": "x"}, dedupe_key="k")
     now = timezone.now()
@@ -111,27 +85,6 @@ def test_a_retry_is_refused_while_another_job_holds_its_dedupe_key():
     assert not Job.objects.get(pk=failed.pk).retry(now=now)
     assert Job.objects.get(pk=failed.pk).status == JobStatus.FAILED
     assert where_rows_are() == {failed.pk: HISTORY, holder.pk: HOT}
-
-
-def test_workflow_rows_and_rows_within_their_dedupe_span_stay():
-    first, second = jobs.chain(test_jobs.record.s(key="1"), test_jobs.record.s(key="2")).enqueue()
-    spanned = jobs.enqueue(
-        test_jobs.record, {"key": "s"}, dedupe_key="k", dedupe_for=dt.timedelta(hours=1)
-    )
-    now = timezone.now()
-    run_all(now)
-    run_all(now)
-    assert archive.archive(now) == 0
-    assert set(where_rows_are().values()) == {HOT}
-
-    later = now + dt.timedelta(hours=2)
-    assert archive.archive(later) == 1
-    assert where_rows_are()[spanned.pk] == HISTORY
-    again = jobs.enqueue(
-        test_jobs.record, {"key": "s"}, dedupe_key="k", dedupe_for=dt.timedelta(hours=1)
-    )
-    assert again.pk != spanned.pk
-    assert {first.pk, second.pk} <= set(where_rows_are())
 
 
 def job_table_reads(sql: str) -> list[tuple[set[str], str]]:
@@ -208,18 +161,7 @@ def test_migrating_from_0022_keeps_every_row_and_back_again():
     links = foreign_keys()
     assert len(links) == 5
     now = timezone.now()
-    with connection.cursor() as cursor:
-        for n, status in enumerate(["pending", "running", "succeeded", "failed", "cancelled"]):
-            finished = now if status in ("succeeded", "failed", "cancelled") else None
-            cursor.execute(
-                f"INSERT INTO {TABLE} (name, payload, status, queue, priority, attempts, "
-                "max_attempts, run_at, dedupe_key, last_error, traceback, worker_id, "
-                "exception_class_path, cancel_requested_by, cancel_reason, snoozes, "
-                "limit_key, schedule, blocked, waiting_for, has_downstream, traceparent, "
-                "created_at, finished_at) VALUES (%s, '{}', %s, 'default', 0, 1, 4, %s, "
-                "NULL, '', '', '', '', '', '', 0, '', '', FALSE, 0, FALSE, '', %s, %s)",
-                [f"testapp.record{n}", status, now, now, finished],
-            )
+    insert_one_row_per_status(now)
     rows = all_rows()
 
     leaf = MigrationExecutor(connection).loader.graph.leaf_nodes("django_cronqueue")
