@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import IntegrityError, OperationalError, connections, transaction
 
+from .archive.mysql import IN_HOT_PARTITION
 from .models import Job
 from .notify import wake_workers
 
@@ -134,6 +135,11 @@ def holder_of(using: str, *, lock: bool = False, **key: Any) -> Job | None:
     """The job holding ``key``; with ``lock`` (in a transaction), its row locked."""
     holders = Job.objects.using(using).filter(**key)
     connection = connections[using]
+    if connection.vendor == "mysql":
+        # A key's holder is in the hot partition (a row moved to history holds no key:
+        # archive.mysql). Named whole, the unique key is read as one entry, as racers
+        # inside transactions must find it to queue on its lock (see insert_within_span).
+        holders = holders.filter(IN_HOT_PARTITION)
     if connection.in_atomic_block and (lock or connection.vendor == "mysql"):
         holders = holders.select_for_update()  # a locking read sees the latest commit
     return holders.first()

@@ -62,12 +62,14 @@ class ClaimTally:
         """The rows the next pass may move, and a fresh tally: the jobs claimed since the
         last pass (so that the job table does not grow) and some batches more, for the
         rows a transaction held for minutes kept back (millions). One while the worker is
-        behind, so that the moves take little from the drain; once it has room, twice as
-        many each pass, up to a whole pass: a pass that moved them all at once would put
-        it behind again."""
+        behind, so that the moves take little from the drain; once it has room, one more
+        each pass, up to a whole pass. The queue comes first: the moves grow by a batch
+        while the drain has room to spare, and fall back to one as soon as a backlog
+        forms (doubling each pass, they outran the drain's spare capacity after a
+        release, and a backlog of thousands of jobs formed before they fell back)."""
         with self._lock:
             behind, claimed = self._take()
-            extra = 1 if behind else min(2 * self._extra_batches, archive.ARCHIVE_BATCHES)
+            extra = 1 if behind else min(self._extra_batches + 1, archive.ARCHIVE_BATCHES)
             self._extra_batches = extra
         return claimed + extra * archive.ARCHIVE_BATCH
 

@@ -38,13 +38,17 @@ from collections.abc import Sequence
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.expressions import RawSQL
+from django.db.models.lookups import Exact
 
 from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE, TABLE
 
-__all__ = ["HOT_ROWS", "archive", "reopen"]
+__all__ = ["HOT_ROWS", "IN_HOT_PARTITION", "archive", "reopen"]
 
 #: The job table's pending, running and just-finished rows, in a statement's FROM.
 HOT_ROWS = f"{TABLE} PARTITION (hot)"
+#: The same rows in a queryset's filter (by the partition column the model does not know).
+IN_HOT_PARTITION = Exact(RawSQL("archived", ()), 0)
 
 SELECT_MOVABLE = (
     f"SELECT j.id FROM {HOT_ROWS} j WHERE j.status IN {FINISHED} "

@@ -20,13 +20,14 @@ def test_every_claim_full_bounds_the_pass_to_the_claimed_jobs_and_one_batch():
     assert tally.archive_budget() == 14 + ARCHIVE_BATCH
 
 
-def test_with_room_the_batches_beyond_the_claimed_jobs_double_up_to_a_whole_pass():
+def test_with_room_the_batches_beyond_the_claimed_jobs_grow_by_one_up_to_a_whole_pass():
     tally = ClaimTally()
     budgets = []
-    for _ in range(7):
-        tally.record(10, 3)  # one short claim: the queue ran dry
+    for _ in range(ARCHIVE_BATCHES + 2):
+        tally.record(10, 3)  # a short claim: the queue ran dry
         budgets.append(tally.archive_budget() - 3)
-    assert budgets == [n * ARCHIVE_BATCH for n in (2, 4, 8, 16, ARCHIVE_BATCHES, 20, 20)]
+    grown = [*range(2, ARCHIVE_BATCHES + 1), ARCHIVE_BATCHES, ARCHIVE_BATCHES, ARCHIVE_BATCHES]
+    assert budgets == [n * ARCHIVE_BATCH for n in grown]
 
 
 def test_a_pass_behind_goes_back_to_one_batch():
