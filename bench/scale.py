@@ -584,8 +584,8 @@ def insert_into_history_tables(count: int, days: int) -> None:
     values = ", ".join(HISTORY_ROW.values())
     for back in range(1, days + 1):
         day = today - dt.timedelta(days=back)
-        name = archive.day_table(day)
-        archive.ensure_table(connection, name)
+        name = archive.postgresql.day_table(day)
+        archive.postgresql.ensure_table(connection, name)
         rows = count // days + (1 if back <= count % days else 0)
         started = dt.datetime.combine(day, dt.time(0, 30), dt.timezone.utc)
         sql(

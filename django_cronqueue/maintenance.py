@@ -156,7 +156,7 @@ def _drop_expired_days(now: dt.datetime, cutoff: dt.datetime) -> int:
     connection = connections[database_alias()]
     if not archive.keeps_days(connection):
         return 0
-    if not archive.expired_days(connection, cutoff):
+    if not archive.postgresql.expired_days(connection, cutoff):
         return 0  # most hours: no day to drop, and the counts' lock is not taken
     # The counts brought up to date, with their days (after an upgrade, the first pass
     # counts them): a day's rows then leave the counts by its counts, never read.
@@ -164,7 +164,7 @@ def _drop_expired_days(now: dt.datetime, cutoff: dt.datetime) -> int:
     with transaction.atomic(using=database_alias()):
         counted_until = history.lock_mark()
         # Listed again under the lock: another worker's prune may have dropped them.
-        expired = archive.expired_days(connection, cutoff)
+        expired = archive.postgresql.expired_days(connection, cutoff)
         dropped = sum(_drop_counted_day(connection, name, counted_until) for name in expired)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {connection.ops.quote_name(Job._meta.db_table)}")
@@ -174,10 +174,10 @@ def _drop_expired_days(now: dt.datetime, cutoff: dt.datetime) -> int:
 def _drop_counted_day(connection: Any, name: str, counted_until: dt.datetime | None) -> int:
     """Drop one day table, its rows out of the counts by the day's counts (a mark
     deleted meanwhile: nothing is counted); returns how many rows went."""
-    day = archive.day_of_table(name)
-    staying = archive.kept_elsewhere(connection, day, counted_until)
+    day = archive.postgresql.day_of_table(name)
+    staying = archive.postgresql.kept_elsewhere(connection, day, counted_until)
     counted = history.uncount_day(day, staying)
-    return counted + archive.drop_day(connection, name, counted_until)
+    return counted + archive.postgresql.drop_day(connection, name, counted_until)
 
 
 def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int) -> int:

@@ -23,35 +23,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..conf import database_alias
 from . import mysql, postgresql
 from .common import ARCHIVE_BATCH, ARCHIVE_BATCHES, ARCHIVE_EVERY
-from .postgresql import (
-    DAY_PREFIX,
-    ENDED_TABLE,
-    REOPEN_FUNCTION,
-    day_of_table,
-    day_table,
-    drop_day,
-    ensure_table,
-    expired_days,
-    history_tables,
-    kept_elsewhere,
-)
 
 __all__ = [
     "ARCHIVE_BATCH",
     "ARCHIVE_BATCHES",
     "ARCHIVE_EVERY",
-    "DAY_PREFIX",
-    "ENDED_TABLE",
-    "REOPEN_FUNCTION",
     "archive",
-    "day_of_table",
-    "day_table",
-    "drop_day",
-    "ensure_table",
-    "expired_days",
-    "history_tables",
     "keeps_days",
-    "kept_elsewhere",
+    "mysql",
+    "postgresql",
     "reopen",
 ]
 
@@ -74,7 +54,7 @@ def archive(
 def reopen(job_ids: Sequence[int]) -> None:
     """Bring the finished rows ``job_ids`` back among the hot rows, in the caller's
     transaction, before it makes them pending (a retry). On PostgreSQL a trigger does it
-    as the UPDATE of their status runs (``REOPEN_FUNCTION``)."""
+    as the UPDATE of their status runs (``postgresql.REOPEN_FUNCTION``)."""
     connection = connections[database_alias()]
     if connection.vendor == "mysql":
         mysql.reopen(connection, job_ids)
@@ -82,5 +62,5 @@ def reopen(job_ids: Sequence[int]) -> None:
 
 def keeps_days(connection: BaseDatabaseWrapper) -> bool:
     """Whether the succeeded rows are kept in tables of one day each (PostgreSQL), which
-    the prune drops whole."""
+    the prune drops whole (the functions of ``archive.postgresql``)."""
     return connection.vendor == "postgresql"

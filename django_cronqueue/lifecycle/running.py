@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 from typing import Any
 
-from django.db import DataError, IntegrityError, transaction
+from django.db import DataError, IntegrityError, connections, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -394,7 +394,8 @@ def renew_leases(
     held = _held(jobs)
     if held is None:
         return 0
-    if not skip_locked:
+    connection = connections[database_alias()]
+    if not (skip_locked and connection.features.has_select_for_update_skip_locked):
         return running_rows().filter(held).update(locked_until=until)
     with transaction.atomic(using=database_alias()):
         free = list(

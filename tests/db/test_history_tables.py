@@ -11,6 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_cronqueue import archive, history, jobs, maintenance
+from django_cronqueue.archive import postgresql as pg_history
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import (
     FINISHED_STATUSES,
@@ -86,11 +87,11 @@ def test_finished_rows_move_to_their_tables_and_read_as_before():
 
     assert archive.archive(now) == 3
 
-    day = archive.day_table(Job.objects.get(pk=done.pk).finished_at.date())
+    day = pg_history.day_table(Job.objects.get(pk=done.pk).finished_at.date())
     assert where_rows_are() == {
         done.pk: day,
-        failed.pk: archive.ENDED_TABLE,
-        cancelled.pk: archive.ENDED_TABLE,
+        failed.pk: pg_history.ENDED_TABLE,
+        cancelled.pk: pg_history.ENDED_TABLE,
         waiting.pk: TABLE,
     }
     after = {job.pk: job for job in Job.objects.all()}
@@ -133,15 +134,15 @@ def test_a_day_past_its_retention_is_dropped_whole_and_leaves_the_counts_exact()
     now = days[-1] + dt.timedelta(hours=23)
     deleted_before = deleted_rows()
     assert maintenance.prune(now) == 6
-    tables = archive.history_tables(connection)
-    assert archive.day_table(days[0].date()) not in tables
-    assert archive.day_table(days[1].date()) not in tables
-    assert archive.day_table(days[2].date()) in tables
+    tables = pg_history.history_tables(connection)
+    assert pg_history.day_table(days[0].date()) not in tables
+    assert pg_history.day_table(days[1].date()) not in tables
+    assert pg_history.day_table(days[2].date()) in tables
     assert Job.objects.filter(status="succeeded").count() == 3
     assert FinishedCount.objects.filter(hour=None, status="succeeded").get().rows == 3
     assert status_totals(job_counts())["succeeded"] == 3
     assert Job.objects.filter(pk=kept_failed.pk).exists()  # FAILED_RETENTION None: kept
-    assert dead_rows(archive.day_table(days[2].date())) == 0
+    assert dead_rows(pg_history.day_table(days[2].date())) == 0
     # The six rows went with their tables: no row was deleted one by one (the deletes
     # counted before the prune, of the tables dropped since, are no longer summed).
     assert deleted_rows() <= deleted_before
@@ -198,7 +199,7 @@ def test_a_dropped_day_leaves_the_counts_exact_with_rows_kept_elsewhere_and_unco
 
     # The drop first (the chain's rows are still there), then the rest of the prune.
     assert maintenance._drop_expired_days(timezone.now(), yesterday + dt.timedelta(days=1)) == 5
-    assert archive.day_table(yesterday.date()) not in archive.history_tables(connection)
+    assert pg_history.day_table(yesterday.date()) not in pg_history.history_tables(connection)
     assert Job.objects.count() == 3
     mark = FinishedCountMark.objects.get().counted_until  # moved on by the prune's pass
     assert mark > late and FinishedCountMark.objects.get().by_day
@@ -246,7 +247,7 @@ def test_migrating_from_0016_keeps_every_row_and_back_again():
     assert len(set(where_rows_are().values())) == 3
 
     MigrationExecutor(connection).migrate([("django_cronqueue", "0016_finished_counts")])
-    assert archive.history_tables(connection) == []
+    assert pg_history.history_tables(connection) == []
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT * FROM {TABLE} ORDER BY id")
         assert cursor.fetchall() == rows
@@ -274,7 +275,7 @@ def test_the_claim_and_the_completion_never_read_the_history_tables():
     jobs.enqueue(test_jobs.record, {"key": "next"})
     jobs.enqueue(test_jobs.record, {"key": "after"})
     assert archive.archive(now) == 3
-    assert archive.history_tables(connection)
+    assert pg_history.history_tables(connection)
 
     def request():
         return claim_request(
@@ -305,7 +306,7 @@ def test_a_claim_takes_no_more_rows_than_asked_beside_history_tables():
     for n in range(10):
         jobs.enqueue(test_jobs.record, {"key": str(n)})
     archive.archive(timezone.now())
-    assert archive.history_tables(connection)
+    assert pg_history.history_tables(connection)
 
     def request():
         return claim_request(
