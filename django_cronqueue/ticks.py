@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.utils import timezone
 
@@ -33,16 +34,31 @@ TICK_CLAIM_BATCH = 100
 HELD_RECOVERY_EVERY = dt.timedelta(seconds=10)
 
 
+@dataclass(frozen=True)
+class ArchiveBudget:
+    """What a pass of moves to history may move: ``owed``, the jobs the worker claimed
+    since the last pass (moved whatever the queue does, so that the hot rows do not
+    grow), and batches beyond them up to ``at_most`` rows, moved while the worker keeps
+    up (``ClaimTally.fell_behind``)."""
+
+    owed: int
+    at_most: int
+
+
 class ClaimTally:
     """A worker's claims since the last move of finished rows to history, recorded by
     its slots: how many jobs they took, and whether every one of them found as many as
-    it asked for (the queue never ran dry: the worker is behind)."""
+    it asked for (the queue never ran dry: the worker is behind). The same for the
+    claims since the move last asked (``fell_behind``), between its batches."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._claimed = 0
         self._claims = 0
         self._short = False
+        self._recent_claims = 0
+        self._recent_short = False
+        self._stopped = False  # a batch of this pass waited for the drain
         self._extra_batches = 1
 
     def record(self, asked: int, found: int) -> None:
@@ -50,6 +66,8 @@ class ClaimTally:
             self._claimed += found
             self._claims += 1
             self._short = self._short or found < asked
+            self._recent_claims += 1
+            self._recent_short = self._recent_short or found < asked
 
     def restart(self) -> None:
         """A fresh tally, and one batch beyond the claimed jobs at the next pass (no row
@@ -58,7 +76,7 @@ class ClaimTally:
             self._take()
             self._extra_batches = 1
 
-    def archive_budget(self) -> int:
+    def archive_budget(self) -> ArchiveBudget:
         """The rows the next pass may move, and a fresh tally: the jobs claimed since the
         last pass (so that the job table does not grow) and some batches more, for the
         rows a transaction held for minutes kept back (millions). One while the worker is
@@ -66,19 +84,34 @@ class ClaimTally:
         each pass, up to a whole pass. The queue comes first: the moves grow by a batch
         while the drain has room to spare, and fall back to one as soon as a backlog
         forms (doubling each pass, they outran the drain's spare capacity after a
-        release, and a backlog of thousands of jobs formed before they fell back)."""
+        release, and a backlog of thousands of jobs formed before they fell back), or as
+        soon as a batch of the pass stopped for it (``fell_behind``)."""
         with self._lock:
             behind, claimed = self._take()
             extra = 1 if behind else min(self._extra_batches + 1, archive.ARCHIVE_BATCHES)
             self._extra_batches = extra
-        return claimed + extra * archive.ARCHIVE_BATCH
+        return ArchiveBudget(owed=claimed, at_most=claimed + extra * archive.ARCHIVE_BATCH)
+
+    def fell_behind(self) -> bool:
+        """Whether every claim since the last call (or the budget) came back full: a
+        backlog is forming. Asked by a pass before each batch beyond the rows it owes,
+        which stops then (the next pass moves one batch beyond them): a pass of growing
+        batches found out it was too much only at the next pass, ten seconds later,
+        with a backlog of thousands of jobs."""
+        with self._lock:
+            behind = self._recent_claims > 0 and not self._recent_short
+            self._recent_claims = 0
+            self._recent_short = False
+            self._stopped = self._stopped or behind
+            return behind
 
     def _take(self) -> tuple[bool, int]:
-        """Whether the worker was behind, and the jobs it claimed; a fresh tally."""
-        behind = self._claims > 0 and not self._short
+        """Whether the worker was behind (or a batch of the last pass stopped for the
+        drain), and the jobs it claimed; a fresh tally."""
+        behind = (self._claims > 0 and not self._short) or self._stopped
         claimed = self._claimed
-        self._claimed = self._claims = 0
-        self._short = False
+        self._claimed = self._claims = self._recent_claims = 0
+        self._short = self._recent_short = self._stopped = False
         return behind, claimed
 
 
@@ -96,9 +129,9 @@ class Housekeeping:
 
     def run(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
         """Cron (unless ``materialize`` is False), expired leases, the counts of finished
-        rows (every minute), moving finished rows to history (PostgreSQL, every ten
-        seconds; while the worker is behind, little more than it finished: ``ClaimTally``),
-        pruning (hourly).
+        rows (every minute), moving finished rows to history (PostgreSQL and MariaDB,
+        every ten seconds; while the worker is behind, little more than it finished, and
+        stopping as a backlog forms: ``ClaimTally``), pruning (hourly).
 
         ``held``: a transaction is held open on the database (``storage_watch.HoldWatch``).
         Then the scan for expired leases, which walks an entry for every version of a row
@@ -115,7 +148,10 @@ class Housekeeping:
             if held:  # the pass after it counts its own claims, from one batch more
                 self.tally.restart()
             else:
-                archive.archive(now, at_most=self.tally.archive_budget())
+                budget = self.tally.archive_budget()
+                archive.archive(
+                    now, at_most=budget.at_most, owed=budget.owed, behind=self.tally.fell_behind
+                )
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
             deleted = prune(now)

@@ -15,14 +15,14 @@ why and what it costs.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import database_alias
 from . import mysql, postgresql
-from .common import ARCHIVE_BATCH, ARCHIVE_BATCHES, ARCHIVE_EVERY
+from .common import ARCHIVE_BATCH, ARCHIVE_BATCHES, ARCHIVE_EVERY, Budget
 
 __all__ = [
     "ARCHIVE_BATCH",
@@ -37,18 +37,31 @@ __all__ = [
 
 
 def archive(
-    now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH, at_most: int | None = None
+    now: dt.datetime,
+    *,
+    batch_size: int = ARCHIVE_BATCH,
+    at_most: int | None = None,
+    owed: int = 0,
+    behind: Callable[[], bool] | None = None,
 ) -> int:
     """Move the finished rows that may leave the hot rows into history, in batches of
     ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own transaction; ``at_most``
-    rows in all, if given. Returns how many moved (none on SQLite)."""
+    rows in all, if given. Once ``owed`` rows moved, a batch starts only while
+    ``behind()`` (if given) is false: the queue comes first. Returns how many moved
+    (none on SQLite)."""
     connection = connections[database_alias()]
-    budget = ARCHIVE_BATCHES * batch_size if at_most is None else at_most
+    budget = Budget(
+        ARCHIVE_BATCHES * batch_size if at_most is None else at_most, owed, behind or _never
+    )
     if connection.vendor == "postgresql":
         return postgresql.archive(connection, now, batch_size, budget)
     if connection.vendor == "mysql":
         return mysql.archive(connection, now, batch_size, budget)
     return 0
+
+
+def _never() -> bool:
+    return False
 
 
 def reopen(job_ids: Sequence[int]) -> None:

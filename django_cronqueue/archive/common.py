@@ -4,10 +4,20 @@ part of the job table, and how often and how much the housekeeping moves."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..models import Batch, Job, JobDependency
 
-__all__ = ["ARCHIVE_BATCH", "ARCHIVE_BATCHES", "ARCHIVE_EVERY", "FINISHED", "MOVABLE", "TABLE"]
+__all__ = [
+    "ARCHIVE_BATCH",
+    "ARCHIVE_BATCHES",
+    "ARCHIVE_EVERY",
+    "FINISHED",
+    "MOVABLE",
+    "TABLE",
+    "Budget",
+]
 
 TABLE = Job._meta.db_table
 ARCHIVE_EVERY = dt.timedelta(seconds=10)
@@ -31,3 +41,19 @@ MOVABLE = (
     f" AND NOT EXISTS (SELECT 1 FROM {Batch._meta.db_table} b WHERE b.then_job_id = j.id)"
     f" AND NOT EXISTS (SELECT 1 FROM {Batch._meta.db_table} b WHERE b.finally_job_id = j.id)"
 )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one pass moves: ``rows`` at most; the first ``owed`` of them whatever the
+    queue does, the rest a batch at a time while ``behind()`` is false."""
+
+    rows: int
+    owed: int
+    behind: Callable[[], bool]
+
+    def next_batch(self, moved: int, size: int) -> int:
+        """The size of the next batch after ``moved`` rows: 0 when the pass ends."""
+        if moved >= self.rows or (moved >= self.owed and self.behind()):
+            return 0
+        return min(size, self.rows - moved)

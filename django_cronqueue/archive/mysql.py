@@ -41,7 +41,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.expressions import RawSQL
 from django.db.models.lookups import Exact
 
-from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE, TABLE
+from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE, TABLE, Budget
 
 __all__ = ["HOT_ROWS", "IN_HOT_PARTITION", "archive", "reopen"]
 
@@ -56,14 +56,16 @@ SELECT_MOVABLE = (
 )
 
 
-def archive(connection: BaseDatabaseWrapper, now: dt.datetime, batch_size: int, budget: int) -> int:
+def archive(
+    connection: BaseDatabaseWrapper, now: dt.datetime, batch_size: int, budget: Budget
+) -> int:
     """Move the finished rows that may leave the hot partition into the history one, in
-    batches of ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own transaction;
-    ``budget`` rows in all. Returns how many moved."""
+    batches of ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own transaction,
+    within ``budget``. Returns how many moved."""
     moved = 0
     for _ in range(ARCHIVE_BATCHES):
-        size = min(batch_size, budget - moved)
-        if size <= 0:
+        size = budget.next_batch(moved, batch_size)
+        if not size:
             break
         count = _move(connection, now, size)
         moved += count

@@ -41,7 +41,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..cursors import fast_cursor
 from ..models import Job
-from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE
+from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE, Budget
 
 __all__ = [
     "DAY_PREFIX",
@@ -143,18 +143,23 @@ INDEXES = (
 )
 
 
-def archive(connection: BaseDatabaseWrapper, now: dt.datetime, batch_size: int, budget: int) -> int:
+def archive(
+    connection: BaseDatabaseWrapper, now: dt.datetime, batch_size: int, budget: Budget
+) -> int:
     """Move the finished rows that may leave the job table into their history tables,
     in batches of ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own
-    transaction; ``budget`` rows in all. Returns how many moved."""
+    transaction, within ``budget``. Returns how many moved."""
     for ahead in range(DAYS_AHEAD + 1):
         ensure_table(connection, day_table((now + dt.timedelta(days=ahead)).date()))
     ensure_table(connection, ENDED_TABLE)
     moved = batches = 0
     for kind in (_move_ended, _move_succeeded):
         more = True
-        while more and batches < ARCHIVE_BATCHES and moved < budget:
-            count, more = kind(connection, now, min(batch_size, budget - moved))
+        while more and batches < ARCHIVE_BATCHES:
+            size = budget.next_batch(moved, batch_size)
+            if not size:
+                return moved
+            count, more = kind(connection, now, size)
             moved += count
             if count:  # an empty batch ends its kind's loop
                 batches += 1
@@ -203,10 +208,16 @@ def _move(
     in one statement and its own transaction."""
     assert which in (ENDED, SUCCEEDED_ON_DAY)
     quote = connection.ops.quote_name
+    # The rows are picked in a MATERIALIZED CTE, read once, as the claim picks its own
+    # (claiming.base): as "DELETE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP
+    # LOCKED)", PostgreSQL ran the subquery again for each row of the table (a nested
+    # loop, on statistics that said one row), each run skipping the rows just deleted,
+    # and a batch of 2 moved all 7.
     sql = (
-        f"WITH moved AS (DELETE FROM ONLY {TABLE} WHERE id IN ("
-        f"SELECT j.id FROM ONLY {TABLE} j WHERE {which} AND {MOVABLE} "
-        f"LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {LISTED}) "
+        f"WITH picked AS MATERIALIZED (SELECT j.id FROM ONLY {TABLE} j WHERE {which} "
+        f"AND {MOVABLE} LIMIT %s FOR UPDATE SKIP LOCKED), "
+        f"moved AS (DELETE FROM ONLY {TABLE} WHERE id IN (SELECT id FROM picked) "
+        f"RETURNING {LISTED}) "
         f"INSERT INTO {quote(target)} ({LISTED}) SELECT {SELECTED} FROM moved"
     )
     with transaction.atomic(using=connection.alias), fast_cursor(connection) as cursor:

@@ -1,6 +1,7 @@
 """What a move to history does on every vendor that keeps one (PostgreSQL's history
 tables, MariaDB's history partition): a retried row comes back and runs again, and the
-rows of a workflow and those within their dedupe_for span stay until they may go."""
+rows of a workflow and those within their dedupe_for span stay until they may go; a pass
+moves what it owes, then yields to the drain."""
 
 import datetime as dt
 
@@ -65,3 +66,22 @@ def test_workflow_rows_and_rows_within_their_dedupe_span_stay():
     )
     assert again.pk != spanned.pk
     assert not in_history()[first.pk] and not in_history()[second.pk]
+
+
+def test_a_pass_moves_what_it_owes_then_stops_once_the_workers_fall_behind():
+    for key in range(7):
+        jobs.enqueue(test_jobs.record, {"key": f"owed {key}"})
+    now = timezone.now()
+    run_all(now)
+    questions = []
+
+    def behind() -> bool:  # a backlog formed as the pass's third batch was written
+        questions.append(now)
+        return len(questions) == 2
+
+    # Batches of 2 (a batch never moves more than its size, whatever the plan): 4 rows
+    # for the 3 owed, one batch with room, then the pass stops for the drain.
+    assert archive.archive(now, batch_size=2, at_most=7, owed=3, behind=behind) == 6
+    assert len(questions) == 2
+    assert sorted(in_history().values()) == [False, True, True, True, True, True, True]
+    assert archive.archive(now, batch_size=2, behind=lambda: False) == 1
