@@ -379,7 +379,9 @@ def archive_history() -> None:
     from django_cronqueue import archive
 
     started = time.perf_counter()
-    moved = archive.archive(timezone.now(), batch_size=500_000)
+    moved = 0
+    while batch := archive.archive(timezone.now(), batch_size=500_000):  # 10M a call
+        moved += batch
     print(f"  {moved:,} rows moved to history in {time.perf_counter() - started:.0f} s")
 
 
