@@ -16,7 +16,6 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from django.utils import timezone
 
@@ -32,17 +31,6 @@ logger = logging.getLogger("django_cronqueue")
 
 TICK_CLAIM_BATCH = 100
 HELD_RECOVERY_EVERY = dt.timedelta(seconds=10)
-
-
-@dataclass(frozen=True)
-class ArchiveBudget:
-    """What a pass of moves to history may move: ``owed``, the jobs the worker claimed
-    since the last pass (moved whatever the queue does, so that the hot rows do not
-    grow), and batches beyond them up to ``at_most`` rows, moved while the worker keeps
-    up (``ClaimTally.fell_behind``)."""
-
-    owed: int
-    at_most: int
 
 
 class ClaimTally:
@@ -76,7 +64,7 @@ class ClaimTally:
             self._take()
             self._extra_batches = 1
 
-    def archive_budget(self) -> ArchiveBudget:
+    def archive_budget(self) -> archive.Budget:
         """The rows the next pass may move, and a fresh tally: the jobs claimed since the
         last pass (so that the job table does not grow) and some batches more, for the
         rows a transaction held for minutes kept back (millions). One while the worker is
@@ -90,7 +78,9 @@ class ClaimTally:
             behind, claimed = self._take()
             extra = 1 if behind else min(self._extra_batches + 1, archive.ARCHIVE_BATCHES)
             self._extra_batches = extra
-        return ArchiveBudget(owed=claimed, at_most=claimed + extra * archive.ARCHIVE_BATCH)
+        return archive.Budget(
+            rows=claimed + extra * archive.ARCHIVE_BATCH, owed=claimed, behind=self.fell_behind
+        )
 
     def fell_behind(self) -> bool:
         """Whether every claim since the last call (or the budget) came back full: a
@@ -148,10 +138,7 @@ class Housekeeping:
             if held:  # the pass after it counts its own claims, from one batch more
                 self.tally.restart()
             else:
-                budget = self.tally.archive_budget()
-                archive.archive(
-                    now, at_most=budget.at_most, owed=budget.owed, behind=self.tally.fell_behind
-                )
+                archive.archive(now, budget=self.tally.archive_budget())
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
             deleted = prune(now)

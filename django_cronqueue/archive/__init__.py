@@ -15,7 +15,7 @@ why and what it costs.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -28,6 +28,7 @@ __all__ = [
     "ARCHIVE_BATCH",
     "ARCHIVE_BATCHES",
     "ARCHIVE_EVERY",
+    "Budget",
     "archive",
     "keeps_days",
     "mysql",
@@ -37,31 +38,19 @@ __all__ = [
 
 
 def archive(
-    now: dt.datetime,
-    *,
-    batch_size: int = ARCHIVE_BATCH,
-    at_most: int | None = None,
-    owed: int = 0,
-    behind: Callable[[], bool] | None = None,
+    now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH, budget: Budget | None = None
 ) -> int:
     """Move the finished rows that may leave the hot rows into history, in batches of
-    ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own transaction; ``at_most``
-    rows in all, if given. Once ``owed`` rows moved, a batch starts only while
-    ``behind()`` (if given) is false: the queue comes first. Returns how many moved
-    (none on SQLite)."""
+    ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own transaction, within
+    ``budget`` (a whole pass if not given): the queue comes first. Returns how many
+    moved (none on SQLite)."""
     connection = connections[database_alias()]
-    budget = Budget(
-        ARCHIVE_BATCHES * batch_size if at_most is None else at_most, owed, behind or _never
-    )
+    budget = budget or Budget(ARCHIVE_BATCHES * batch_size)
     if connection.vendor == "postgresql":
         return postgresql.archive(connection, now, batch_size, budget)
     if connection.vendor == "mysql":
         return mysql.archive(connection, now, batch_size, budget)
     return 0
-
-
-def _never() -> bool:
-    return False
 
 
 def reopen(job_ids: Sequence[int]) -> None:

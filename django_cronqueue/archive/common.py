@@ -46,14 +46,17 @@ MOVABLE = (
 @dataclass(frozen=True)
 class Budget:
     """What one pass moves: ``rows`` at most; the first ``owed`` of them whatever the
-    queue does, the rest a batch at a time while ``behind()`` is false."""
+    queue does (the jobs the worker claimed since its last pass, so that the hot rows
+    do not grow), the rest a batch at a time while ``behind()``, if given, is false."""
 
     rows: int
-    owed: int
-    behind: Callable[[], bool]
+    owed: int = 0
+    behind: Callable[[], bool] | None = None
 
     def next_batch(self, moved: int, size: int) -> int:
         """The size of the next batch after ``moved`` rows: 0 when the pass ends."""
-        if moved >= self.rows or (moved >= self.owed and self.behind()):
+        if moved >= self.rows:
+            return 0
+        if moved >= self.owed and self.behind is not None and self.behind():
             return 0
         return min(size, self.rows - moved)

@@ -81,7 +81,8 @@ def test_a_pass_moves_what_it_owes_then_stops_once_the_workers_fall_behind():
 
     # Batches of 2 (a batch never moves more than its size, whatever the plan): 4 rows
     # for the 3 owed, one batch with room, then the pass stops for the drain.
-    assert archive.archive(now, batch_size=2, at_most=7, owed=3, behind=behind) == 6
+    budget = archive.Budget(rows=7, owed=3, behind=behind)
+    assert archive.archive(now, batch_size=2, budget=budget) == 6
     assert len(questions) == 2
     assert sorted(in_history().values()) == [False, True, True, True, True, True, True]
-    assert archive.archive(now, batch_size=2, behind=lambda: False) == 1
+    assert archive.archive(now, batch_size=2) == 1

@@ -4,8 +4,7 @@ moves are tested in tests/db/test_history_tables.py and tests/db/test_history_mo
 
 import threading
 
-from django_cronqueue.archive import ARCHIVE_BATCH, ARCHIVE_BATCHES
-from django_cronqueue.archive.common import Budget
+from django_cronqueue.archive import ARCHIVE_BATCH, ARCHIVE_BATCHES, Budget
 from django_cronqueue.ticks import ClaimTally
 
 
@@ -18,7 +17,7 @@ def test_every_claim_full_bounds_the_pass_to_the_claimed_jobs_and_one_batch():
     tally = ClaimTally()
     tally.record(10, 10)
     tally.record(4, 4)
-    assert tally.archive_budget().at_most == 14 + ARCHIVE_BATCH
+    assert tally.archive_budget().rows == 14 + ARCHIVE_BATCH
 
 
 def test_with_room_the_batches_beyond_the_claimed_jobs_grow_by_one_up_to_a_whole_pass():
@@ -26,7 +25,7 @@ def test_with_room_the_batches_beyond_the_claimed_jobs_grow_by_one_up_to_a_whole
     budgets = []
     for _ in range(ARCHIVE_BATCHES + 2):
         tally.record(10, 3)  # a short claim: the queue ran dry
-        budgets.append(tally.archive_budget().at_most - 3)
+        budgets.append(tally.archive_budget().rows - 3)
     grown = [*range(2, ARCHIVE_BATCHES + 1), ARCHIVE_BATCHES, ARCHIVE_BATCHES, ARCHIVE_BATCHES]
     assert budgets == [n * ARCHIVE_BATCH for n in grown]
 
@@ -34,10 +33,10 @@ def test_with_room_the_batches_beyond_the_claimed_jobs_grow_by_one_up_to_a_whole
 def test_a_pass_behind_goes_back_to_one_batch():
     tally = ClaimTally()
     for _ in range(5):
-        assert tally.archive_budget().at_most > ARCHIVE_BATCH  # no claims: room
+        assert tally.archive_budget().rows > ARCHIVE_BATCH  # no claims: room
     behind(tally)
-    assert tally.archive_budget().at_most == 10 + ARCHIVE_BATCH
-    assert tally.archive_budget().at_most == 2 * ARCHIVE_BATCH
+    assert tally.archive_budget().rows == 10 + ARCHIVE_BATCH
+    assert tally.archive_budget().rows == 2 * ARCHIVE_BATCH
 
 
 def test_one_short_claim_among_full_ones_is_room():
@@ -45,7 +44,7 @@ def test_one_short_claim_among_full_ones_is_room():
     behind(tally)
     tally.record(10, 0)
     behind(tally)
-    assert tally.archive_budget().at_most == 20 + 2 * ARCHIVE_BATCH
+    assert tally.archive_budget().rows == 20 + 2 * ARCHIVE_BATCH
 
 
 def test_claims_from_many_slots_all_count():
@@ -55,7 +54,7 @@ def test_claims_from_many_slots_all_count():
         thread.start()
     for thread in threads:
         thread.join()
-    assert tally.archive_budget().at_most == 80_000 + ARCHIVE_BATCH
+    assert tally.archive_budget().rows == 80_000 + ARCHIVE_BATCH
 
 
 def test_a_restart_counts_afresh_from_one_batch():
@@ -65,14 +64,15 @@ def test_a_restart_counts_afresh_from_one_batch():
     behind(tally, 3)
     tally.restart()
     tally.record(10, 2)
-    assert tally.archive_budget().at_most == 2 + 2 * ARCHIVE_BATCH
+    assert tally.archive_budget().rows == 2 + 2 * ARCHIVE_BATCH
 
 
 def test_the_budget_owes_the_claimed_jobs():
     tally = ClaimTally()
     tally.record(10, 4)
     budget = tally.archive_budget()
-    assert (budget.owed, budget.at_most) == (4, 4 + 2 * ARCHIVE_BATCH)
+    assert (budget.owed, budget.rows) == (4, 4 + 2 * ARCHIVE_BATCH)
+    assert budget.behind == tally.fell_behind
 
 
 def test_falls_behind_when_every_claim_since_it_last_asked_came_back_full():
@@ -96,7 +96,7 @@ def test_a_pass_that_stopped_for_the_drain_makes_the_next_one_batch():
     behind(tally)
     assert tally.fell_behind()
     tally.record(10, 3)  # the rest of the pass had room
-    assert tally.archive_budget().at_most == 13 + ARCHIVE_BATCH
+    assert tally.archive_budget().rows == 13 + ARCHIVE_BATCH
 
 
 def test_a_budget_moves_what_it_owes_then_asks_before_each_batch():
@@ -119,5 +119,5 @@ def test_a_budget_moves_what_it_owes_then_asks_before_each_batch():
 
 
 def test_a_budget_ends_at_its_rows():
-    budget = Budget(rows=25, owed=0, behind=lambda: False)
+    budget = Budget(rows=25)
     assert [budget.next_batch(moved, 10) for moved in (0, 10, 20, 25)] == [10, 10, 5, 0]
