@@ -21,7 +21,11 @@ capacity), then enqueues at ``--load`` (0.8) of that rate; at ``--hold-start`` m
 second connection runs ``BEGIN; SELECT txid_current()`` and sleeps ``--hold-minutes``. The
 drain while held against the drain before, and the seconds the backlog takes to get back to
 its level before the hold once it is released, for good: from then on to the end of the run
-it stays there ("never" if it is above it at the end).
+it stays there ("never" if it is above it at the end). The level is the band the pending
+count kept in the minute before the hold, counted once a second: its highest count plus
+its spread above its median. A steady queue's count is noise around its median, and the
+highest of one minute is exceeded by chance within the next minutes; the spread is the
+margin that chance needs, so a count above the band is a backlog, not noise.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ PROBE_EVERY = 0.2
 RENEW_EVERY = 10.0
 RETENTION = 60  # seconds: the producer's SUCCEEDED_RETENTION
 CALIBRATION = 60.0  # seconds of topped-up backlog before held-transaction's fixed rate
+SETTLE = 30.0  # seconds the fixed rate runs before the level's minute begins
+LEVEL_WINDOW = 60  # seconds of pending counts, before the hold, that make its level
 SIZE_TARGET = 3.0  # heap + indexes within 3x minute 5
 P99_TARGET = 2.0  # claim p99 within 2x minute 5
 HOT_TARGET = 0.9
@@ -67,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--workers", type=int, default=2, help="runjobs processes")
     group.add_argument("--backlog", type=int, default=2_000, help="pending jobs kept (churn)")
     group.add_argument("--load", type=float, default=0.8, help="of capacity (held-transaction)")
-    group.add_argument("--hold-start", type=float, default=1.5, help="minute the hold begins")
+    group.add_argument("--hold-start", type=float, default=3.0, help="minute the hold begins")
     group.add_argument("--hold-minutes", type=float, default=2.0)
     group.add_argument(
         "--hold-database",
@@ -235,8 +241,13 @@ class Run:
     samples: list[Sample] = field(default_factory=list)
     capacity: float | None = None  # jobs/s, held-transaction's calibration
     rate: float | None = None
-    pending_before_hold: int | None = None
+    pending_before_hold: int | None = None  # the level: the band's top
+    pending_median_before_hold: int | None = None
+    pending_max_before_hold: int | None = None
+    pending_level_window: list[int] = field(default_factory=list)  # the minute before
     clear_seconds: float | None = None
+    # (seconds after the release, pending), once a second, to the end of the run
+    pending_after_release: list[tuple[float, int]] = field(default_factory=list)
 
 
 def table_figures(sql: Any, pending_count: PendingCount) -> tuple[int, float, float, int, int]:
@@ -293,8 +304,12 @@ def run(
     mode: str, options: argparse.Namespace, sql: Any, root: Path, database: str
 ) -> dict[str, Any]:
     held_mode = mode == "held-transaction"
-    if held_mode and options.hold_start * 60 < CALIBRATION + options.sample:
-        raise SystemExit("--hold-start must leave the calibration minute and one sample")
+    if held_mode and options.hold_start * 60 < CALIBRATION + SETTLE + LEVEL_WINDOW:
+        raise SystemExit(
+            f"--hold-start must leave the calibration ({CALIBRATION:.0f} s), {SETTLE:.0f} s "
+            f"at the fixed rate and the level's {LEVEL_WINDOW} s: "
+            f"{(CALIBRATION + SETTLE + LEVEL_WINDOW) / 60:.1f} minutes at least"
+        )
     log_path = root / "bench" / "results" / f"churn-workers-{time.strftime('%Y%m%d-%H%M%S')}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     producer = [start_producer(f"backlog:{options.backlog}", options.sample)]
@@ -383,13 +398,15 @@ def measure(
                     producer[0].wait()
                     producer[0] = start_producer(f"rate:{result.rate}", options.sample)
                 if hold.connection is None and now < hold.end:
-                    # The level it is back to after the hold: the highest of its last 10 s.
-                    result.pending_before_hold = max(pending_seen[-10:], default=0)
+                    set_level(result, pending_seen[-LEVEL_WINDOW:])
                 hold.step(now)
                 if now >= next_pending:  # the backlog, every second
                     next_pending += 1.0
                     pending_seen.append(pending_count(sql))
                     if now >= hold.end:  # cleared once it stays at its level to the end
+                        result.pending_after_release.append(
+                            (round(now - hold.end, 1), pending_seen[-1])
+                        )
                         above = pending_seen[-1] > (result.pending_before_hold or 0)
                         result.clear_seconds = None if above else result.clear_seconds
                         if not above and result.clear_seconds is None:
@@ -409,6 +426,18 @@ def measure(
     finally:
         hold.release()
     return result
+
+
+def set_level(result: Run, counts: list[int]) -> None:
+    """The level the backlog is back to after the hold: the band of ``counts`` (the
+    minute before it), its highest count plus its spread above its median."""
+    if not counts:
+        return
+    median, highest = round(statistics.median(counts)), max(counts)
+    result.pending_level_window = counts
+    result.pending_median_before_hold = median
+    result.pending_max_before_hold = highest
+    result.pending_before_hold = highest + (highest - median)
 
 
 def sample(
@@ -543,9 +572,14 @@ def held_checks(result: Run, figures: dict[str, Any]) -> list[tuple[str, str, st
         drain_held=during,
         held_ratio=during / prior,
         pending_before_hold=result.pending_before_hold,
+        pending_median_before_hold=result.pending_median_before_hold,
+        pending_max_before_hold=result.pending_max_before_hold,
         clear_seconds=result.clear_seconds,
+        pending_level_window=result.pending_level_window,
+        pending_after_release=result.pending_after_release,
     )
     clear = result.clear_seconds
+    late = [count for seconds, count in result.pending_after_release if seconds >= CLEAR_TARGET_S]
     return [
         (
             "capacity (calibration) / producer rate (jobs/s)",
@@ -558,6 +592,19 @@ def held_checks(result: Run, figures: dict[str, Any]) -> list[tuple[str, str, st
             f"{during:,.0f} / {prior:,.0f} ({figures['held_ratio']:.0%})",
             f">= {HELD_DRAIN_TARGET:.0%}",
             figures["held_ratio"] >= HELD_DRAIN_TARGET,
+        ),
+        (
+            "pending in the minute before the hold: median / highest / level",
+            f"{result.pending_median_before_hold or 0:,} / "
+            f"{result.pending_max_before_hold or 0:,} / {result.pending_before_hold or 0:,}",
+            "",
+            True,
+        ),
+        (
+            f"pending from {CLEAR_TARGET_S:.0f} s after the release to the end: median / highest",
+            f"{round(statistics.median(late)) if late else 0:,} / {max(late, default=0):,}",
+            "",
+            True,
         ),
         (
             "backlog back to its level before the hold, after release (s)",

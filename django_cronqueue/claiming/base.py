@@ -20,6 +20,7 @@ from .. import typedjson
 from ..archive.mysql import HOT_ROWS
 from ..cursors import fast_cursor
 from ..models import Job, JobStatus, NameLock, Pause
+from ..statuses import STATUS_EXPRESSION
 
 TABLE = Job._meta.db_table
 LOCK_TABLE = NameLock._meta.db_table
@@ -106,10 +107,6 @@ def placeholders(values: Sequence[Any]) -> str:
 
 QUEUE_IN = " AND queue IN "
 QUEUE_EXPRESSION_IN = " AND queue || '' IN "
-# The status as an expression no index on status can read (PostgreSQL): rows looked up
-# by id are found by their primary key (see running_by_id), and the claim's pending rows
-# by the claim index alone, whose condition is written with it (migration 0022).
-STATUS_EXPRESSION = "status || ''"
 
 
 def due_filter(

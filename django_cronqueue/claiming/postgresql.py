@@ -20,12 +20,12 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..cursors import fast_cursor
 from ..models import JobStatus
+from ..statuses import STATUS_EXPRESSION
 from . import flow
 from .base import (
     ORDER,
     PLAIN_SUCCESS,
     RETURNED_COLUMNS,
-    STATUS_EXPRESSION,
     SUCCEEDED_SET,
     TABLE,
     ClaimedJob,

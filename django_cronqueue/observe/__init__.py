@@ -40,6 +40,7 @@ from .base import (
     ZERO,
     cron_definitions,
     cron_spec,
+    due_jobs,
     from_read_database,
     jobs,
     live_window,
@@ -337,16 +338,10 @@ class OldestPending:
         return dt.timedelta(seconds=self.age_seconds)
 
 
-def _due(now: dt.datetime) -> QuerySet[Job]:
-    """Pending jobs a worker may run now: a workflow's blocked jobs wait for their
-    upstream jobs, not for a worker, however old their run_at."""
-    return jobs().filter(status=JobStatus.PENDING, blocked=False, run_at__lte=now)
-
-
 def oldest_pending(now: dt.datetime, *, skip_paused: bool = False) -> OldestPending | None:
     """The due pending job that has waited the longest (None when nothing is due); with
     ``skip_paused``, among those no pause in force holds back (what workers may claim)."""
-    due = _due(now).exclude(held_by_pause(now)) if skip_paused else _due(now)
+    due = due_jobs(now).exclude(held_by_pause(now)) if skip_paused else due_jobs(now)
     row = due.order_by("run_at", "pk").values_list("pk", "name", "queue", "run_at").first()
     if row is None:
         return None
@@ -356,7 +351,7 @@ def oldest_pending(now: dt.datetime, *, skip_paused: bool = False) -> OldestPend
 
 def oldest_pending_by_queue(now: dt.datetime) -> dict[str, float]:
     """Per queue, the age in seconds of its oldest due pending job: one GROUP BY query."""
-    rows = _due(now).order_by().values_list("queue").annotate(oldest=Min("run_at"))
+    rows = due_jobs(now).order_by().values_list("queue").annotate(oldest=Min("run_at"))
     return {queue: (now - oldest).total_seconds() for queue, oldest in sorted(rows)}
 
 

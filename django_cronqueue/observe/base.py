@@ -8,12 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from django.db.models import QuerySet
+from django.db import connections
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
 
 from ..conf import database_alias, get_settings, read_database_alias
 from ..cronspec import CronSpec
-from ..models import CronSchedule, Job
+from ..models import CronSchedule, Job, JobStatus
 from ..registry import JobDefinition, registry
+from ..statuses import STATUS_EXPRESSION
 
 UTC = dt.timezone.utc
 
@@ -56,6 +59,25 @@ def read_alias() -> str:
 
 def jobs() -> QuerySet[Job]:
     return Job.objects.using(read_alias())
+
+
+# The condition of PostgreSQL's claim index, as a literal (whatever the driver's binding):
+# a query that states it may read the job table's pending rows from that index.
+_PENDING_BY_CLAIM_INDEX = RawSQL(
+    f"{STATUS_EXPRESSION} = '{JobStatus.PENDING}'", (), output_field=BooleanField()
+)
+
+
+def due_jobs(now: dt.datetime) -> QuerySet[Job]:
+    """Pending jobs a worker may run now: a workflow's blocked jobs wait for their
+    upstream jobs, not for a worker, however old their run_at. On PostgreSQL the job
+    table's rows are read from the claim index (the pending rows only), not by a scan of
+    the whole table, which a held transaction can make a hundred times larger; the
+    history tables read their indexes on status."""
+    due = jobs().filter(status=JobStatus.PENDING, blocked=False, run_at__lte=now)
+    if connections[read_alias()].vendor == "postgresql":
+        due = due.filter(_PENDING_BY_CLAIM_INDEX)
+    return due
 
 
 def schedules() -> QuerySet[CronSchedule]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from django.db.models import Min
 
 from ..conf import database_alias
-from ..models import CronScheduleSource, JobStatus, Worker
-from .base import DEFAULT_SCHEDULE_GRACE, jobs, live_window, read_alias
+from ..models import CronScheduleSource, Worker
+from .base import DEFAULT_SCHEDULE_GRACE, due_jobs, jobs, live_window, read_alias
 from .control import pauses
 from .counts import job_counts
 from .cron_schedules import ScheduleStatus, code_schedule_statuses, dynamic_lag
@@ -75,8 +75,7 @@ def primary_storage_health() -> StorageHealth | None:
 def oldest_due_age(now: dt.datetime) -> dict[str, float]:
     """Per queue, the seconds its oldest due pending job has waited. A workflow's blocked
     jobs wait for their upstream jobs, not for a worker: they are left out."""
-    due = jobs().filter(status=JobStatus.PENDING, blocked=False, run_at__lte=now)
-    rows = due.order_by().values_list("queue").annotate(oldest=Min("run_at"))
+    rows = due_jobs(now).order_by().values_list("queue").annotate(oldest=Min("run_at"))
     return {queue: max((now - oldest).total_seconds(), 0.0) for queue, oldest in rows}
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Min
 
 from ..models import Job, JobStatus, Worker
-from .base import jobs, live_window, read_alias
+from .base import due_jobs, live_window, read_alias
 
 #: At most this many stranded names are read (the longest waiting first).
 STRANDED_SHOWN = 50
@@ -55,8 +55,7 @@ def stranded_names(
     if defined is None:
         return []
     rows = (
-        jobs()
-        .filter(status=JobStatus.PENDING, blocked=False, run_at__lte=now)
+        due_jobs(now)
         .exclude(name__in=defined)
         .order_by()
         .values_list("name")
