@@ -69,8 +69,8 @@ def scans_of_job_table(node: dict) -> list[tuple[str, str | None]]:
     return found
 
 
-def captured_claim_statement(run) -> tuple[str, list]:
-    """The SQL and parameters of the one claim statement that ``run`` executes."""
+def captured_statements(run) -> list[tuple[str, list]]:
+    """The SQL and parameters of every statement that ``run`` executes."""
     statements = []
 
     def capture(execute, sql, params, many, context):
@@ -79,6 +79,12 @@ def captured_claim_statement(run) -> tuple[str, list]:
 
     with connection.execute_wrapper(capture):
         run()
+    return statements
+
+
+def captured_claim_statement(run) -> tuple[str, list]:
+    """The SQL and parameters of the one claim statement that ``run`` executes."""
+    statements = captured_statements(run)
     [statement] = [(sql, params) for sql, params in statements if "SKIP LOCKED" in sql]
     return statement
 
@@ -313,15 +319,8 @@ def test_on_sqlite_the_claim_walks_a_claim_index_of_pending_rows_only():
 
 
 def statements_reading_the_job_table(read) -> list[tuple[str, list]]:
-    statements = []
-
-    def capture(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
-        read()
-    return [(sql, params) for sql, params in statements if f'FROM "{Job._meta.db_table}"' in sql]
+    table = f'FROM "{Job._meta.db_table}"'
+    return [(sql, params) for sql, params in captured_statements(read) if table in sql]
 
 
 def indexes_read(node: dict) -> set[str]:
