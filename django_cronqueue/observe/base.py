@@ -72,7 +72,7 @@ def due_jobs(now: dt.datetime) -> QuerySet[Job]:
     """Pending jobs a worker may run now: a workflow's blocked jobs wait for their
     upstream jobs, not for a worker, however old their run_at. On PostgreSQL the job
     table's rows are read from the claim index (the pending rows only), not by a scan of
-    the whole table, which a held transaction can make a hundred times larger; the
+    the whole table, which a held transaction can leave ten times larger; the
     history tables read their indexes on status."""
     due = jobs().filter(status=JobStatus.PENDING, blocked=False, run_at__lte=now)
     if connections[read_alias()].vendor == "postgresql":

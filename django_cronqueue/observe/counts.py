@@ -1,9 +1,10 @@
 """Rows per status, name and queue, exactly, without counting the history: what the
 dashboard, ``cronqueue_status`` and ``MetricsView`` show.
 
-- pending and running rows are counted where they are (on PostgreSQL from partial
-  indexes of those rows alone: the claim index for pending ones, the flow index for
-  running ones);
+- pending and running rows are counted where they are (on PostgreSQL the job table's
+  pending rows from its (name, status, queue) index alone, the claim index leaving out a
+  workflow's blocked rows; its running ones from the partial flow index; the history
+  tables hold none but for a moment, read from their own status indexes);
 - finished rows (succeeded, failed, cancelled) are the counts that housekeeping keeps up
   to ``FinishedCountMark.counted_until`` (``django_cronqueue.history``) plus the rows
   finished after it (or without a ``finished_at``, which housekeeping never counts),
