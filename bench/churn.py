@@ -241,10 +241,8 @@ class Run:
     samples: list[Sample] = field(default_factory=list)
     capacity: float | None = None  # jobs/s, held-transaction's calibration
     rate: float | None = None
-    pending_before_hold: int | None = None  # the level: the band's top
-    pending_median_before_hold: int | None = None
-    pending_max_before_hold: int | None = None
-    pending_level_window: list[int] = field(default_factory=list)  # the minute before
+    pending_before_hold: int | None = None  # the level: the top of the band of...
+    pending_level_window: list[int] = field(default_factory=list)  # ...the minute before
     clear_seconds: float | None = None
     # (seconds after the release, pending), once a second, to the end of the run
     pending_after_release: list[tuple[float, int]] = field(default_factory=list)
@@ -428,15 +426,15 @@ def measure(
     return result
 
 
+def median_and_highest(counts: list[int]) -> tuple[int, int]:
+    return (round(statistics.median(counts)), max(counts)) if counts else (0, 0)
+
+
 def set_level(result: Run, counts: list[int]) -> None:
     """The level the backlog is back to after the hold: the band of ``counts`` (the
     minute before it), its highest count plus its spread above its median."""
-    if not counts:
-        return
-    median, highest = round(statistics.median(counts)), max(counts)
+    median, highest = median_and_highest(counts)
     result.pending_level_window = counts
-    result.pending_median_before_hold = median
-    result.pending_max_before_hold = highest
     result.pending_before_hold = highest + (highest - median)
 
 
@@ -572,14 +570,15 @@ def held_checks(result: Run, figures: dict[str, Any]) -> list[tuple[str, str, st
         drain_held=during,
         held_ratio=during / prior,
         pending_before_hold=result.pending_before_hold,
-        pending_median_before_hold=result.pending_median_before_hold,
-        pending_max_before_hold=result.pending_max_before_hold,
         clear_seconds=result.clear_seconds,
         pending_level_window=result.pending_level_window,
         pending_after_release=result.pending_after_release,
     )
     clear = result.clear_seconds
-    late = [count for seconds, count in result.pending_after_release if seconds >= CLEAR_TARGET_S]
+    level_minute = median_and_highest(result.pending_level_window)
+    late = median_and_highest(
+        [count for seconds, count in result.pending_after_release if seconds >= CLEAR_TARGET_S]
+    )
     return [
         (
             "capacity (calibration) / producer rate (jobs/s)",
@@ -595,14 +594,13 @@ def held_checks(result: Run, figures: dict[str, Any]) -> list[tuple[str, str, st
         ),
         (
             "pending in the minute before the hold: median / highest / level",
-            f"{result.pending_median_before_hold or 0:,} / "
-            f"{result.pending_max_before_hold or 0:,} / {result.pending_before_hold or 0:,}",
+            f"{level_minute[0]:,} / {level_minute[1]:,} / {result.pending_before_hold or 0:,}",
             "",
             True,
         ),
         (
             f"pending from {CLEAR_TARGET_S:.0f} s after the release to the end: median / highest",
-            f"{round(statistics.median(late)) if late else 0:,} / {max(late, default=0):,}",
+            f"{late[0]:,} / {late[1]:,}",
             "",
             True,
         ),
