@@ -31,6 +31,9 @@ logger = logging.getLogger("django_cronqueue")
 
 TICK_CLAIM_BATCH = 100
 HELD_RECOVERY_EVERY = dt.timedelta(seconds=10)
+# After a transaction held open, how long the moves to history take nothing from a drain
+# that is behind: the backlog the hold left is worked off first (issue 27: within 60 s).
+YIELD_AFTER_HOLD = dt.timedelta(minutes=2)
 
 
 class ClaimTally:
@@ -48,6 +51,7 @@ class ClaimTally:
         self._recent_short = False
         self._stopped = False  # a batch of this pass waited for the drain
         self._extra_batches = 1
+        self._yield_until: dt.datetime | None = None
 
     def record(self, asked: int, found: int) -> None:
         with self._lock:
@@ -57,14 +61,17 @@ class ClaimTally:
             self._recent_claims += 1
             self._recent_short = self._recent_short or found < asked
 
-    def restart(self) -> None:
-        """A fresh tally, and one batch beyond the claimed jobs at the next pass (no row
-        moved while a transaction was held: millions may wait)."""
+    def restart(self, now: dt.datetime) -> None:
+        """A transaction is held (no row moves): a fresh tally, one batch beyond the
+        claimed jobs at the next pass, and every batch yields to the drain until
+        ``YIELD_AFTER_HOLD`` after ``now`` (millions of rows wait to move, on a table the
+        hold left larger, and the queue's backlog of the hold comes first)."""
         with self._lock:
             self._take()
             self._extra_batches = 1
+            self._yield_until = now + YIELD_AFTER_HOLD
 
-    def archive_budget(self) -> archive.Budget:
+    def archive_budget(self, now: dt.datetime) -> archive.Budget:
         """The rows the next pass may move, and a fresh tally: the jobs claimed since the
         last pass (so that the job table does not grow) and some batches more, for the
         rows a transaction held for minutes kept back (millions). One while the worker is
@@ -73,11 +80,17 @@ class ClaimTally:
         while the drain has room to spare, and fall back to one as soon as a backlog
         forms (doubling each pass, they outran the drain's spare capacity after a
         release, and a backlog of thousands of jobs formed before they fell back), or as
-        soon as a batch of the pass stopped for it (``fell_behind``)."""
+        soon as a batch of the pass stopped for it (``fell_behind``). For a while after a
+        held transaction (``restart``) the claimed jobs are not owed either: a pass behind
+        moves nothing, and one with room stops at the first batch that finds a backlog."""
         with self._lock:
             behind, claimed = self._take()
             extra = 1 if behind else min(self._extra_batches + 1, archive.ARCHIVE_BATCHES)
             self._extra_batches = extra
+            yielding = self._yield_until is not None and now < self._yield_until
+        if yielding:
+            rows = 0 if behind else claimed + extra * archive.ARCHIVE_BATCH
+            return archive.Budget(rows=rows, owed=0, behind=self.fell_behind)
         return archive.Budget(
             rows=claimed + extra * archive.ARCHIVE_BATCH, owed=claimed, behind=self.fell_behind
         )
@@ -136,9 +149,9 @@ class Housekeeping:
             history.count_finished(now)
         if self.archive_clock.due(now):
             if held:  # the pass after it counts its own claims, from one batch more
-                self.tally.restart()
+                self.tally.restart(now)
             else:
-                archive.archive(now, budget=self.tally.archive_budget())
+                archive.archive(now, budget=self.tally.archive_budget(now))
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
             deleted = prune(now)

@@ -346,3 +346,14 @@ def test_the_readers_of_due_jobs_read_the_claim_index_not_the_whole_table(histor
     plan = explain(statement)
     assert CLAIM_INDEX in indexes_read(plan), plan
     assert all(node_type != "Seq Scan" for node_type, _ in scans_of_job_table(plan)), plan
+
+
+def test_the_move_to_history_finds_its_oldest_day_from_one_entry_of_the_finish_index(history):
+    from django_cronqueue.archive import postgresql as pg_history
+
+    [statement] = captured_statements(
+        lambda: pg_history._oldest_succeeded(connection, pg_history.EARLIEST)
+    )
+    plan = json.dumps(explain(statement))
+    assert scans_of_job_table(explain(statement)) == [("Index Only Scan", "cronqueue_job_finished")]
+    assert '"Sort"' not in plan

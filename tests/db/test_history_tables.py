@@ -22,7 +22,7 @@ from django_cronqueue.models import (
     JobStatus,
 )
 from django_cronqueue.observe.counts import job_counts, status_totals
-from django_cronqueue.ticks import Housekeeping
+from django_cronqueue.ticks import YIELD_AFTER_HOLD, Housekeeping
 from tests.testapp import jobs as test_jobs
 
 pytestmark = [
@@ -386,3 +386,45 @@ def test_a_worker_behind_moves_what_it_claimed_and_one_batch_more():
     housekeeping.tally.record(10, 3)  # the queue ran dry: not behind
     housekeeping.run(now + archive.ARCHIVE_EVERY, materialize=False)
     assert TABLE not in set(where_rows_are().values())
+
+
+def test_after_a_hold_a_worker_behind_leaves_its_rows_until_the_drain_has_room():
+    """The backlog the hold left is worked off first: for ``YIELD_AFTER_HOLD`` after it, a
+    pass whose every claim came back full moves nothing, not even the jobs it claimed;
+    one with room moves again; and once the yield is over, a worker behind owes its
+    claimed jobs again."""
+    now = timezone.now()
+    housekeeping = Housekeeping()
+    housekeeping.run(now, materialize=False, held=True)
+    succeeded_rows(3 * archive.ARCHIVE_BATCH, now)
+    for _ in range(100):
+        housekeeping.tally.record(10, 10)
+    housekeeping.run(now + archive.ARCHIVE_EVERY, materialize=False)
+    assert set(where_rows_are().values()) == {TABLE}
+
+    housekeeping.tally.record(10, 3)  # the queue ran dry: room
+    housekeeping.run(now + 2 * archive.ARCHIVE_EVERY, materialize=False)
+    moved = 3 + 2 * archive.ARCHIVE_BATCH  # the 3 jobs claimed, and a batch more than before
+    assert list(where_rows_are().values()).count(TABLE) == 3 * archive.ARCHIVE_BATCH - moved
+
+    for _ in range(100):
+        housekeeping.tally.record(10, 10)
+    housekeeping.run(now + YIELD_AFTER_HOLD, materialize=False)
+    assert TABLE not in set(where_rows_are().values())
+
+
+def test_the_move_passes_over_an_older_day_whose_rows_may_not_move_yet():
+    """A workflow's rows stay until pruned: the day they finished on does not stop the
+    rows of the next days from moving."""
+    first, second = jobs.chain(test_jobs.record.s(key="1"), test_jobs.record.s(key="2")).enqueue()
+    now = timezone.now()
+    run_all(now)
+    run_all(now)
+    Job.objects.filter(pk__in=[first.pk, second.pk]).update(finished_at=now - dt.timedelta(days=2))
+    later = jobs.enqueue(test_jobs.record, {"key": "later"})
+    now = timezone.now()
+    run_all(now)
+    assert archive.archive(now) == 1
+    rows = where_rows_are()
+    assert (rows[first.pk], rows[second.pk]) == (TABLE, TABLE)
+    assert rows[later.pk] == pg_history.day_table(now.astimezone(dt.timezone.utc).date())
