@@ -14,7 +14,9 @@ when asked; so the first prepared cursor on a connection sets a threshold no oth
 reaches, which leaves the site's own statements unprepared as before. Preparation is
 off where the connection may go through a pooler in transaction mode, whose server
 sessions do not keep a client's prepared statements (``PREPARED_STATEMENTS`` in
-docs/settings.md). The cursor is still Django's wrapper: database errors become
+docs/settings.md). Unless the alias says it may go through such a pooler, the same
+session plans without JIT compilation (``SET jit = off``, once, with the threshold;
+``_plan_without_jit`` says why). The cursor is still Django's wrapper: database errors become
 ``django.db`` exceptions, ``execute_wrapper()`` hooks and query logging (``DEBUG``,
 ``CaptureQueriesContext``, under which nothing is prepared) see the statement.
 """
@@ -51,6 +53,8 @@ def fast_cursor(connection: BaseDatabaseWrapper, *, prepared: bool = False) -> C
         if prepared and not connection.queries_logged and prepares(connection):
             if raw.prepare_threshold is None:
                 raw.prepare_threshold = ONLY_WHEN_ASKED
+                if not behind_a_pooler(connection):
+                    _plan_without_jit(raw)
             cursor: psycopg.Cursor[Any] = _preparing_cursor_class()(raw)
         else:
             cursor = psycopg.Cursor(raw)
@@ -60,6 +64,20 @@ def fast_cursor(connection: BaseDatabaseWrapper, *, prepared: bool = False) -> C
     return connection.make_cursor(cursor)  # type: ignore[arg-type]
 
 
+def _plan_without_jit(raw: Any) -> None:
+    """Turn JIT compilation off for the session the claims run on (outside a transaction,
+    which would take the setting back with it if it rolled back). PostgreSQL compiles a
+    statement whose estimated cost passes ``jit_above_cost`` (100,000 by default), and a
+    claim's estimate is the cost of walking its whole index whenever the planner expects
+    fewer matching rows than the LIMIT: on a claim index a held transaction left large,
+    it passes that bound, and each claim then spends tens of milliseconds compiling a
+    statement that runs in one, a drain ten times slower until the statistics change."""
+    from psycopg.pq import TransactionStatus
+
+    if raw.info.transaction_status == TransactionStatus.IDLE:
+        raw.execute("SET jit = off")
+
+
 def prepares(connection: BaseDatabaseWrapper) -> bool:
     """Whether the worker's claims are prepared on ``connection``: ``PREPARED_STATEMENTS``,
     or when it is None (the default), unless the alias sets Django's
@@ -67,7 +85,14 @@ def prepares(connection: BaseDatabaseWrapper) -> bool:
     setting = get_settings().PREPARED_STATEMENTS
     if setting is not None:
         return setting
-    return not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False)
+    return not behind_a_pooler(connection)
+
+
+def behind_a_pooler(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the alias says it may go through a pooler in transaction mode (Django's
+    ``DISABLE_SERVER_SIDE_CURSORS``), whose server sessions serve other clients too: a
+    session setting made there would be theirs as well."""
+    return bool(connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False))
 
 
 def _is_psycopg3(connection: BaseDatabaseWrapper) -> bool:

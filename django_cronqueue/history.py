@@ -118,24 +118,20 @@ def count_finished(now: dt.datetime) -> int:
         if counted_until is not None:
             finished = finished.filter(finished_at__gt=counted_until)
         oldest_hour = hour_of(upto) - HOURS_KEPT
+        if counted_until is not None and counted_until >= oldest_hour:
+            # Every row to add finished within the hours kept: read once, by hour (a
+            # minute of a busy drain is hundreds of thousands of rows).
+            hours = _per(finished, TruncHour)
+            days = hours
+        else:
+            # The hours kept only: the first pass reads the whole history, not every hour.
+            hours = _per(finished.filter(finished_at__gte=oldest_hour), TruncHour)
+            days = _per(finished, TruncDay)
         added: Counter[Key] = Counter()
         added_days: Counter[DayKey] = Counter()
-        days = (
-            finished.order_by()
-            .annotate(day=TruncDay("finished_at", tzinfo=dt.timezone.utc))
-            .values_list("status", "name", "queue", "day")
-            .annotate(n=Count("*"))
-        )
-        for status, name, queue, day, n in days:
+        for status, name, queue, instant, n in days:
             added[(status, name, queue, None)] += n
-            added_days[(status, name, queue, day_of(day))] += n
-        # The hours kept only: the first pass reads the whole history, not every hour of it.
-        recent = finished.filter(finished_at__gte=oldest_hour).order_by()
-        hours = (
-            recent.annotate(hour=TruncHour("finished_at", tzinfo=dt.timezone.utc))
-            .values_list("status", "name", "queue", "hour")
-            .annotate(n=Count("*"))
-        )
+            added_days[(status, name, queue, day_of(instant))] += n
         for status, name, queue, hour, n in hours:
             added[(status, name, queue, hour_of(hour))] += n
         _apply(added)
@@ -245,6 +241,19 @@ def _add(
     counts.bulk_create(created)
     counts.bulk_update(updated, ["rows"])
     counts.filter(pk__in=[row.pk for row in emptied]).delete()
+
+
+def _per(
+    finished: QuerySet[Job], trunc: type[TruncDay] | type[TruncHour]
+) -> list[tuple[str, str, str, dt.datetime, int]]:
+    """How many of the ``finished`` rows there are per (status, name, queue, UTC day or
+    hour of ``finished_at``)."""
+    return list(
+        finished.order_by()
+        .annotate(at=trunc("finished_at", tzinfo=dt.timezone.utc))
+        .values_list("status", "name", "queue", "at")
+        .annotate(n=Count("*"))
+    )
 
 
 def _day_counts() -> QuerySet[FinishedDayCount]:

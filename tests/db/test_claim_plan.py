@@ -248,6 +248,39 @@ def test_a_claim_is_not_prepared_when_the_settings_say_a_pooler_may_not_keep_it(
     assert prepared_claims() == []
 
 
+def show_jit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        return cursor.fetchone()[0]
+
+
+def test_the_session_the_claims_run_on_plans_without_jit(history):
+    """A claim's cost estimate passes jit_above_cost once its index is large, and each
+    claim then compiled its statement: tens of milliseconds for a claim that runs in
+    one. The first prepared claim turns JIT off for its session."""
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SET jit = on")
+    claim(request(10), using=database_alias())
+    assert show_jit() == "off"
+
+
+def test_behind_a_pooler_the_claims_leave_the_session_settings_alone(history, settings):
+    """A pooler in transaction mode hands the server session to other clients: a
+    session setting made there would be theirs too."""
+    connection.close()
+    settings.CRONQUEUE = {"PREPARED_STATEMENTS": True}
+    connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET jit = on")
+        claim(request(10), using=database_alias())
+        assert prepared_claims() != []
+        assert show_jit() == "on"
+    finally:
+        connection.settings_dict.pop("DISABLE_SERVER_SIDE_CURSORS")
+
+
 def test_the_sites_own_statements_on_a_workers_connection_stay_unprepared(history):
     """Django's default cursor binds on the client and is never prepared; a site with
     OPTIONS server_side_binding gets psycopg's server-binding cursor, which psycopg

@@ -109,6 +109,29 @@ def test_a_pass_counts_each_finished_row_once():
     assert counts.job_counts() == exact()
 
 
+def test_a_pass_after_the_first_reads_its_rows_once_and_keeps_every_count_exact():
+    """A minute of a busy drain is hundreds of thousands of rows: a pass whose rows all
+    finished within the hours kept reads them once, by hour, and adds the counts in all
+    and per day from those hours."""
+    now = timezone.now() - HOUR
+    finish_some(now - dt.timedelta(days=1))
+    history.count_finished(now - dt.timedelta(days=1) + SETTLED)
+    finish_some(now)
+    reads = []
+
+    def capture(execute, sql, params, many, context):
+        if "GROUP BY" in sql and Job._meta.db_table in sql:
+            reads.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        assert history.count_finished(now + SETTLED) == 4
+    assert len(reads) == 1
+    assert kept() == exact_finished()
+    assert kept_days() == exact_days() and len({key[3] for key in kept_days()}) == 2
+    assert sum(kept_hours().values()) == 8 and len({key[3] for key in kept_hours()}) == 2
+
+
 @override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": None})
 def test_counts_kept_without_their_days_are_counted_again_with_them():
     """As on a site upgraded from a version that kept no counts per day: its next pass
