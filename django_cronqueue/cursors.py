@@ -16,9 +16,10 @@ off where the connection may go through a pooler in transaction mode, whose serv
 sessions do not keep a client's prepared statements (``PREPARED_STATEMENTS`` in
 docs/settings.md). Unless the alias says it may go through such a pooler, the same
 session plans without JIT compilation (``SET jit = off``, once, with the threshold;
-``_plan_without_jit`` says why). The cursor is still Django's wrapper: database errors become
-``django.db`` exceptions, ``execute_wrapper()`` hooks and query logging (``DEBUG``,
-``CaptureQueriesContext``, under which nothing is prepared) see the statement.
+``_plan_without_jit`` says why). The cursor is still Django's wrapper: database errors
+become ``django.db`` exceptions, ``execute_wrapper()`` hooks and query logging
+(``DEBUG``, ``CaptureQueriesContext``, under which nothing is prepared) see the
+statement.
 """
 
 from __future__ import annotations

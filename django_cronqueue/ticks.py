@@ -32,7 +32,7 @@ logger = logging.getLogger("django_cronqueue")
 TICK_CLAIM_BATCH = 100
 HELD_RECOVERY_EVERY = dt.timedelta(seconds=10)
 # After a transaction held open, how long the moves to history take nothing from a drain
-# that is behind: the backlog the hold left is worked off first (issue 27: within 60 s).
+# that is behind: the backlog the hold left is worked off first.
 YIELD_AFTER_HOLD = dt.timedelta(minutes=2)
 
 
