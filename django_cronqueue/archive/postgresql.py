@@ -112,8 +112,15 @@ def ensure_table(connection: BaseDatabaseWrapper, name: str) -> None:
         with transaction.atomic(using=connection.alias):
             # Two workers creating the same table at once: the second waits, then finds it.
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
-            cursor.execute("SELECT to_regclass(%s)", [name])
-            if cursor.fetchone()[0] is not None:
+            # Not to_regclass() again: its name look-up is cached, and the wait took no lock
+            # on a table, which is when a session learns of the other's commit; a read of
+            # pg_class takes one, and sees the table made while it waited.
+            cursor.execute(
+                "SELECT EXISTS (SELECT FROM pg_class WHERE relname = %s "
+                "AND relnamespace = current_schema()::regnamespace)",
+                [name],
+            )
+            if cursor.fetchone()[0]:
                 return
             _create(cursor, connection.ops.quote_name, name)
 
