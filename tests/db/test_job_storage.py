@@ -89,34 +89,3 @@ def test_the_index_of_running_rows_leaves_the_lease_expiry_out():
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = %s", [Job._meta.db_table])
         definitions = [definition for (definition,) in cursor.fetchall()]
     assert not [definition for definition in definitions if "locked_until" in definition]
-
-
-def job_table_pages() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int",
-            [Job._meta.db_table],
-        )
-        [[pages]] = cursor.fetchall()
-    return int(pages)
-
-
-def vacuum_job_table(*options: str) -> None:
-    listed = f"({', '.join(options)}) " if options else ""
-    with connection.cursor() as cursor:
-        cursor.execute(f"VACUUM {listed}{connection.ops.quote_name(Job._meta.db_table)}")
-
-
-def test_a_vacuum_keeps_the_job_tables_empty_pages_for_the_next_rows():
-    """Cutting a table's empty end locks out every claim while it runs; the job table's
-    pages are reused instead, and a vacuum asked to truncate still gives them back."""
-    jobs.enqueue_many(test_jobs.noop.name, [{}] * 3000)
-    Job.objects.all().delete()
-    filled = job_table_pages()
-    assert filled > 10
-
-    vacuum_job_table()
-    assert job_table_pages() == filled
-
-    vacuum_job_table("TRUNCATE true")
-    assert job_table_pages() < filled  # the rows were gone: only the setting kept the pages
