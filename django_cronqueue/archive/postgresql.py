@@ -106,23 +106,27 @@ def ensure_table(connection: BaseDatabaseWrapper, name: str) -> None:
     """Create the history table ``name`` (a day's or the ended rows') if it is missing,
     with the indexes its readers use and the trigger that moves a reopened row back."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s)", [name])
-        if cursor.fetchone()[0] is not None:
+        if _exists(cursor, name):
             return
         with transaction.atomic(using=connection.alias):
             # Two workers creating the same table at once: the second waits, then finds it.
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
-            # Not to_regclass() again: its name look-up is cached, and the wait took no lock
-            # on a table, which is when a session learns of the other's commit; a read of
-            # pg_class takes one, and sees the table made while it waited.
-            cursor.execute(
-                "SELECT EXISTS (SELECT FROM pg_class WHERE relname = %s "
-                "AND relnamespace = current_schema()::regnamespace)",
-                [name],
-            )
-            if cursor.fetchone()[0]:
+            if _exists(cursor, name):
                 return
             _create(cursor, connection.ops.quote_name, name)
+
+
+def _exists(cursor: Any, name: str) -> bool:
+    """Whether the table ``name`` exists in the schema tables are made in. Read from
+    ``pg_class``, not with ``to_regclass()``: that name look-up is cached per session and
+    refreshed when the session next locks a table, which a wait on an advisory lock does
+    not; a read of ``pg_class`` locks it, so it sees a table made while the session waited."""
+    cursor.execute(
+        "SELECT EXISTS (SELECT FROM pg_class WHERE relname = %s "
+        "AND relnamespace = current_schema()::regnamespace)",
+        [name],
+    )
+    return bool(cursor.fetchone()[0])
 
 
 def _create(cursor: Any, quote: Callable[[str], str], name: str) -> None:
