@@ -94,19 +94,21 @@ class HoldWatch:
         self.next_check = 0.0
         self.released: StorageHealth | None = None  # read when the transaction had ended
 
-    def check(self) -> None:
+    def check(self) -> StorageHealth | None:
+        """The job table's health when read (every ``HOLD_CHECK_EVERY``), else None."""
         if time.monotonic() < self.next_check:
-            return
+            return None
         self.next_check = time.monotonic() + HOLD_CHECK_EVERY
         if connections[database_alias()].vendor != "postgresql":
-            return
+            return None
         health = storage_health()
         if health is None:
-            return
+            return None
         held = self._held(health)
         if held != self.floors.held:
             logger.info("%s", describe_hold(health) if held else describe_end(health))
         self.floors.set_held(held)
+        return health
 
     def _held(self, health: StorageHealth) -> bool:
         """Held while a transaction is open past HELD_AFTER, then until a vacuum of the

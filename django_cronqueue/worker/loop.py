@@ -33,7 +33,7 @@ from django.db import (
     connections,
 )
 
-from .. import dbclock, lifecycle, startup
+from .. import dbclock, lifecycle, startup, vacuum
 from ..claiming import ClaimedJob, claim_request, is_capped
 from ..claiming.floor import ClaimFloors
 from ..conf import database_alias, get_settings, max_clock_skew
@@ -159,7 +159,9 @@ class Worker(Heartbeat):
     def _housekeep(self) -> None:
         if self.clock.trusted:  # a clock too far off the database's decides nothing
             if self.mode == "forever":  # once and burst end on an empty claim: a full one
-                self.hold.check()
+                health = self.hold.check()
+                if health is not None and not self.floors.held and vacuum.due(health):
+                    vacuum.vacuum_job_table()
             self.housekeeping.run(
                 self.clock.now(), materialize=self.scheduler, held=self.floors.held
             )
