@@ -10,18 +10,21 @@ falls by half or more in the minutes after a visit that left many behind
 
 So the housekeeping vacuums the job table itself once it holds ``DEAD_ROWS`` dead rows
 and no vacuum (its own, another worker's, autovacuum's) has ended in the last ``EVERY``
-seconds. ``SKIP_LOCKED``: a vacuum already running (another worker's, autovacuum's) is
-not waited for, and autovacuum is never made to give way. ``TRUNCATE false``: no
-exclusive lock on the table, which every claim would wait for; autovacuum still gives the
-empty end of the table back. Not while a transaction is held open (``storage_watch``):
-it would remove nothing. Only by a role that owns the table (or is a superuser): another
-would be refused with a WARNING in the server's log at every try.
+seconds, nor its own last one in ``SHARE`` times what that one took: a vacuum reads
+every index of the table whole, and on a table that a held transaction left swollen it
+takes seconds, which the drain would pay every ``EVERY`` seconds. ``SKIP_LOCKED``: a
+vacuum already running (another worker's, autovacuum's) is not waited for, and
+autovacuum is never made to give way. ``TRUNCATE false``: no exclusive lock on the
+table, which every claim would wait for; autovacuum still gives the empty end of the
+table back. Not while a transaction is held open (``storage_watch``): it would remove
+nothing. Only by a role that owns the table (or is a superuser): another would be
+refused with a WARNING in the server's log at every try.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
+import time
 
 from django.db import connections
 
@@ -29,10 +32,27 @@ from .conf import database_alias
 from .models import Job
 from .observe.storage import StorageHealth
 
-logger = logging.getLogger("django_cronqueue")
-
 EVERY = dt.timedelta(seconds=15)
 DEAD_ROWS = 50_000
+SHARE = 20  # a worker's vacuums take at most a twentieth of its time
+
+
+class Vacuums:
+    """A worker's vacuums of the job table, from its housekeeping."""
+
+    def __init__(self) -> None:
+        self.not_before = 0.0  # monotonic: SHARE times its last vacuum's duration after it
+
+    def check(self, health: StorageHealth, *, held: bool) -> bool:
+        """Vacuum the job table if ``health`` says it is due and no transaction is
+        ``held`` open; whether it did."""
+        if held or not due(health) or time.monotonic() < self.not_before:
+            return False
+        started = time.monotonic()
+        ran = vacuum_job_table()
+        ended = time.monotonic()
+        self.not_before = ended + SHARE * (ended - started)
+        return ran
 
 
 def due(health: StorageHealth) -> bool:

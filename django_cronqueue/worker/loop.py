@@ -111,6 +111,7 @@ class Worker(Heartbeat):
         self.storage = StorageWatch(settings.LEASE)
         self.floors = ClaimFloors(full_every=self.poll_interval)
         self.hold = HoldWatch(self.floors)
+        self.vacuums = vacuum.Vacuums()
 
     # lifecycle ------------------------------------------------------------------
 
@@ -160,8 +161,8 @@ class Worker(Heartbeat):
         if self.clock.trusted:  # a clock too far off the database's decides nothing
             if self.mode == "forever":  # once and burst end on an empty claim: a full one
                 health = self.hold.check()
-                if health is not None and not self.floors.held and vacuum.due(health):
-                    vacuum.vacuum_job_table()
+                if health is not None:
+                    self.vacuums.check(health, held=self.floors.held)
             self.housekeeping.run(
                 self.clock.now(), materialize=self.scheduler, held=self.floors.held
             )

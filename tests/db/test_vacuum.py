@@ -12,6 +12,7 @@ from django.db import connection, transaction
 
 from django_cronqueue import dbclock, vacuum
 from django_cronqueue.models import Job
+from django_cronqueue.observe.storage import storage_health
 from django_cronqueue.worker import Worker as RunjobsWorker
 from tests.db.test_storage_health import make_dead_rows, transaction_held_open
 
@@ -127,3 +128,18 @@ def test_a_role_that_does_not_own_the_job_table_does_not_try():
         with connection.cursor() as cursor:
             cursor.execute(f"DROP ROLE {role}")
     assert vacuums() == before
+
+
+@postgresql_only
+def test_a_worker_s_next_vacuum_waits_a_share_of_what_its_last_one_took(monkeypatch):
+    """On a table a held transaction left swollen a vacuum takes seconds (it reads every
+    index whole): a worker's vacuums are spaced by SHARE times the last one's duration."""
+    monkeypatch.setattr(vacuum, "DEAD_ROWS", 40)
+    monkeypatch.setattr(vacuum, "EVERY", dt.timedelta(0))
+    for share, second_runs in ((0, True), (1_000_000, False)):
+        monkeypatch.setattr(vacuum, "SHARE", share)
+        vacuums_of_a_worker = vacuum.Vacuums()
+        make_dead_rows(50)
+        assert vacuums_of_a_worker.check(storage_health(), held=False) is True
+        make_dead_rows(50)
+        assert vacuums_of_a_worker.check(storage_health(), held=False) is second_runs
