@@ -49,10 +49,11 @@ class Vacuums:
         if held or not due(health) or time.monotonic() < self.not_before:
             return False
         started = time.monotonic()
-        ran = vacuum_job_table()
-        ended = time.monotonic()
-        self.not_before = ended + SHARE * (ended - started)
-        return ran
+        try:
+            return vacuum_job_table()
+        finally:  # a vacuum cancelled (statement_timeout) is spaced as one that ended
+            ended = time.monotonic()
+            self.not_before = ended + SHARE * (ended - started)
 
 
 def due(health: StorageHealth) -> bool:
