@@ -16,9 +16,12 @@ takes seconds, which the drain would pay every ``EVERY`` seconds. ``SKIP_LOCKED`
 vacuum already running (another worker's, autovacuum's) is not waited for, and
 autovacuum is never made to give way. ``TRUNCATE false``: no exclusive lock on the
 table, which every claim would wait for; autovacuum still gives the empty end of the
-table back. Not while a transaction is held open (``storage_watch``): it would remove
-nothing. Only by a role that owns the table (or is a superuser): another would be
-refused with a WARNING in the server's log at every try.
+table back. Not while the worker's claim floor is held (``storage_watch.HoldWatch``):
+while a transaction is open it would remove nothing, and after it ends the first vacuum
+reads a table the transaction left swollen, for tens of seconds (22 s after the held
+run's hold), which autovacuum's own process does (the floor is let go after that vacuum,
+or five minutes at most). Only by a role that owns the table (or is a superuser):
+another would be refused with a WARNING in the server's log at every try.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ class Vacuums:
         self.not_before = 0.0  # monotonic: SHARE times its last vacuum's duration after it
 
     def check(self, health: StorageHealth, *, held: bool) -> bool:
-        """Vacuum the job table if ``health`` says it is due and no transaction is
-        ``held`` open; whether it did."""
+        """Vacuum the job table if ``health`` says it is due and the claim floor is not
+        ``held``; whether it did."""
         if held or not due(health) or time.monotonic() < self.not_before:
             return False
         started = time.monotonic()

@@ -14,13 +14,14 @@ from django_cronqueue import dbclock, vacuum
 from django_cronqueue.models import Job
 from django_cronqueue.observe.storage import storage_health
 from django_cronqueue.worker import Worker as RunjobsWorker
-from tests.db.test_storage_health import make_dead_rows, transaction_held_open
+from tests.db.test_storage_health import (
+    make_dead_rows,
+    postgresql_only,
+    transaction_held_open,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="only PostgreSQL keeps dead rows for a vacuum"
-)
 TABLE = Job._meta.db_table
 LONG = 3600.0
 
