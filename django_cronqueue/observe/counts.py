@@ -15,7 +15,9 @@ The outcomes per hour of the dashboard's chart are read the same way
 (``finished_per_hour``): the hours housekeeping keeps, plus the rows finished since.
 
 The parts are read by one statement (so one snapshot: a housekeeping pass that commits
-meanwhile cannot count a row twice). Until the first pass has counted the history (a
+meanwhile cannot count a row twice), a ``UNION ALL`` without an ``ORDER BY`` (from Django
+6.1 a union takes the model's default ordering unless told otherwise, which no part of
+the union can satisfy). Until the first pass has counted the history (a
 site just migrated), the finished rows are counted from the job table, as slowly as
 before.
 """
@@ -46,7 +48,7 @@ def job_counts() -> dict[Key, int]:
     finished = jobs().filter(status__in=FINISHED_STATUSES)
     mark = _counts_mark().values_list("counted_until", flat=True).first()
     if mark is None:  # nothing counted yet: every finished row is counted here
-        return _summed(pending.union(running, _per_key(finished), all=True))
+        return _summed(pending.union(running, _per_key(finished), all=True).order_by())
     counted = _counted().filter(hour__isnull=True).values_list("status", "name", "queue", "rows")
     # The mark read again inside the statement, in its snapshot: a pass that committed
     # since the read above moved it on, and its rows are in ``counted``, not recent. The
@@ -56,7 +58,7 @@ def job_counts() -> dict[Key, int]:
     recent = finished.filter(finished_at__gt=mark).filter(finished_at__gt=since)
     undated = finished.filter(finished_at__isnull=True)  # never counted by housekeeping
     parts = (counted, _per_key(recent), _per_key(undated))
-    return _summed(pending.union(running, *parts, all=True))
+    return _summed(pending.union(running, *parts, all=True).order_by())
 
 
 def finished_per_hour(first: dt.datetime, now: dt.datetime, statuses: Sequence[str]) -> Rows:
@@ -72,7 +74,7 @@ def finished_per_hour(first: dt.datetime, now: dt.datetime, statuses: Sequence[s
     since = Subquery(_counts_mark().values("counted_until"))
     recent = finished.filter(finished_at__gt=mark).filter(finished_at__gt=since)
     kept_hours = kept.values_list("name", "status", "hour", "rows")  # hour: never null here
-    return cast(Rows, kept_hours.union(_per_hour(recent), all=True))
+    return cast(Rows, kept_hours.union(_per_hour(recent), all=True).order_by())
 
 
 def status_totals(counts: dict[Key, int]) -> dict[str, int]:
