@@ -21,6 +21,13 @@ from .renderers import plural
 
 M = TypeVar("M", bound=Model)
 
+try:  # Django 6.1 and later: an action is offered on the list, on a change form or both
+    from django.contrib.admin import ActionLocation  # type: ignore[attr-defined,unused-ignore]
+
+    LIST_ACTIONS: Any = ActionLocation.CHANGE_LIST
+except ImportError:  # Django 5.2 and 6.0: on the list only
+    LIST_ACTIONS = None
+
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin
 else:  # django.contrib.admin's class cannot be subscripted at run time
@@ -31,6 +38,7 @@ else:  # django.contrib.admin's class cannot be subscripted at run time
 
 class ReadOnlyAdmin(_ModelAdmin[M]):
     show_facets = admin.ShowFacets.NEVER
+    hidden_actions: tuple[str, ...] = ()  # the site's actions this admin does not offer
 
     class Media:
         css = {"all": ["django_cronqueue/admin.css"]}
@@ -40,6 +48,18 @@ class ReadOnlyAdmin(_ModelAdmin[M]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_actions(
+        self, request: HttpRequest, action_location: Any = LIST_ACTIONS
+    ) -> dict[str, Any]:
+        # ``action_location`` is Django 6.1's, passed on only where Django has it.
+        if action_location is None:
+            actions: dict[str, Any] = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)
+        for name in self.hidden_actions:
+            actions.pop(name, None)
+        return actions
 
     def has_delete_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
         return False

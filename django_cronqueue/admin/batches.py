@@ -11,8 +11,6 @@ permission is enough to see them.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
 from django.db.models import F, QuerySet
 from django.http import HttpRequest
@@ -43,6 +41,7 @@ class BatchAdmin(ReadOnlyAdmin[Batch]):
         "finally_column",
     ]
     list_display_links = ["id"]
+    actions = None  # nothing to do to a batch (not even Django's "delete selected")
     sortable_by = ["id"]
     show_full_result_count = False
     list_per_page = 100
@@ -201,6 +200,3 @@ class BatchAdmin(ReadOnlyAdmin[Batch]):
     @admin.display(description="finished")
     def finished(self, batch: Batch) -> str:
         return detail_time(batch.finished_at)
-
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        return {}  # nothing to do to a batch (not even Django's "delete selected")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -103,8 +104,18 @@ class PauseForm(_PauseModelForm):
         return data
 
 
+@admin.action(description="Resume selected (end their pauses)", permissions=["delete"])
+def delete_selected(
+    modeladmin: admin.ModelAdmin[Pause], request: HttpRequest, queryset: QuerySet[Pause]
+) -> HttpResponse | None:
+    """Django's "delete selected" (its confirmation page, then ``delete_queryset``: the
+    pauses end), under the name that says what deleting a pause does."""
+    return django_delete_selected(modeladmin, request, queryset)
+
+
 class PauseAdmin(_PauseAdmin):
     form = PauseForm
+    actions = [delete_selected]  # in place of the site's action of the same name
     list_display = [
         "target",
         "until_display",
@@ -183,14 +194,6 @@ class PauseAdmin(_PauseAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> None:
         for pause in queryset:
             self.delete_model(request, pause)
-
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
-        delete = actions.get("delete_selected")
-        if delete is not None:
-            function, name, _ = delete
-            actions["delete_selected"] = (function, name, "Resume selected (end their pauses)")
-        return actions
 
 
 # --- the dashboard's buttons ---------------------------------------------------------

@@ -39,6 +39,8 @@ class SaveRefused(Exception):
 
 
 class EditableScheduleAdmin(ReadOnlyAdmin[CronSchedule]):
+    # a bulk delete would bypass the library (and could take code schedules)
+    hidden_actions = ("delete_selected",)
     #: A code schedule's page (and a dynamic one's for a user who may not change it).
     code_fields: list[str]
     #: A dynamic schedule's change page: its definition in the form, the rest shown.
@@ -62,12 +64,6 @@ class EditableScheduleAdmin(ReadOnlyAdmin[CronSchedule]):
         if obj is not None and not obj.is_dynamic:
             return False
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
-
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        # a bulk delete would bypass the library (and could take code schedules)
-        actions: dict[str, Any] = super().get_actions(request)
-        actions.pop("delete_selected", None)
-        return actions
 
     def get_fields(self, request: HttpRequest, obj: CronSchedule | None = None) -> tuple[str, ...]:
         if obj is None:
