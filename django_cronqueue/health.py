@@ -18,11 +18,13 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from . import observe
-from .conf import get_settings, max_clock_skew
+from .conf import database_alias, get_settings, max_clock_skew
 from .dbclock import beyond, describe_offset
+from .exceptions import NotMigrated
 from .observe import (
     DEFAULT_SCHEDULE_GRACE,
     LIVE_WORKER_LEASES,
@@ -35,6 +37,7 @@ from .observe import (
     WorkerStatus,
 )
 from .observe.storage import StorageHealth, storage_health
+from .startup import describe_database, require_tables
 
 DEFAULT_MAX_PENDING_AGE = 300.0
 
@@ -50,6 +53,7 @@ __all__ = [
     "StrandedName",
     "WorkerStatus",
     "collect",
+    "explain_failure",
     "problems",
 ]
 
@@ -138,6 +142,30 @@ def collect(
         stranded=observe.stranded_names(now, lease),
         storage=storage_health(),
     )
+
+
+def explain_failure(exc: DatabaseError) -> str:
+    """What failed when ``collect`` raised ``exc``, in one sentence: the database cannot
+    be reached, or it lacks the package's tables (run migrate), or a query failed (the
+    database itself answered: it is reachable, so a probe must not say otherwise)."""
+    alias = database_alias()
+    connection = connections[alias]
+    try:
+        connection.close()  # a connection the server cut is not tried again: a new one is
+        connection.ensure_connection()
+    except DatabaseError as unreachable:
+        return f"the database {describe_database(alias)} is not reachable: {_error(unreachable)}"
+    try:
+        require_tables(alias)
+    except NotMigrated as missing:
+        return str(missing)
+    except DatabaseError:
+        pass  # the query failed below: say so
+    return f"a query on the database {describe_database(alias)} failed: {_error(exc)}"
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}".strip()
 
 
 def problems(

@@ -3,7 +3,10 @@
 import datetime as dt
 import io
 import json
+import os
 import signal
+import subprocess
+import sys
 
 import pytest
 from django.core.management import call_command
@@ -13,9 +16,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_cronqueue import health, jobs, observe
-from django_cronqueue.models import CronSchedule, Worker
+from django_cronqueue.models import CronSchedule, Job, Pause, Worker
 from django_cronqueue.registry import registry
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory, dynamic_schedules
+from tests.processes import ROOT
 from tests.testapp import jobs as test_jobs
 
 from .conftest import wait_until
@@ -496,16 +500,82 @@ def test_a_running_worker_is_live_and_gone_after_it_stops(runjobs):
     assert job.pk
 
 
-def test_command_fails_when_the_database_is_unreachable(monkeypatch):
-    from django.db import OperationalError
+def status_in_a_process(database_name: str) -> subprocess.CompletedProcess[str]:
+    """``cronqueue_status --check`` in a process of its own, on the database named."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONPATH": str(ROOT),
+        "CRONQUEUE_TEST_DB_EXACT_NAME": database_name,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "django", "cronqueue_status", "--check"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
-    def broken(**kwargs):
-        raise OperationalError("connection refused")
 
-    monkeypatch.setattr(health, "collect", broken)
-    with pytest.raises(CommandError, match=r"database is not reachable.*connection refused") as e:
-        run_status("--check", "--json")
-    assert e.value.returncode == 1
+def test_command_says_the_database_is_not_reachable_only_when_it_is_not(tmp_path):
+    missing = tmp_path / "no-such-folder" / "db.sqlite3"  # SQLite cannot open it
+    status = status_in_a_process(str(missing) if connection.vendor == "sqlite" else "cq_missing")
+    assert status.returncode == 1
+    assert "is not reachable" in status.stderr, status.stderr
+    assert "migrate" not in status.stderr
+
+
+@pytest.fixture
+def renamed():
+    """Rename a table or a column of the test database for one test, then put it back
+    (``transaction=True`` tests: MariaDB's DDL commits at once)."""
+    undo = []
+
+    def rename(sql: str, back: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+        undo.append(back)
+
+    yield rename
+    for sql in reversed(undo):
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_command_says_to_migrate_when_a_table_is_missing(renamed):
+    table = Job._meta.db_table
+    renamed(
+        f"ALTER TABLE {table} RENAME TO cq_moved_away",
+        f"ALTER TABLE cq_moved_away RENAME TO {table}",
+    )
+    with pytest.raises(CommandError) as raised:
+        run_status("--check")
+    message = str(raised.value)
+    assert f"has no django-cronqueue tables ({table})" in message
+    assert "run `python manage.py migrate` first" in message
+    assert "not reachable" not in message
+    assert raised.value.returncode == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_command_says_which_query_failed_when_the_database_answered(renamed):
+    table = Pause._meta.db_table
+    renamed(
+        f"ALTER TABLE {table} RENAME COLUMN reason TO cq_reason_gone",
+        f"ALTER TABLE {table} RENAME COLUMN cq_reason_gone TO reason",
+    )
+    out = io.StringIO()
+    with pytest.raises(CommandError) as raised:
+        call_command("cronqueue_status", "--check", "--json", stdout=out)
+    message = str(raised.value)
+    assert message.startswith(f"a query on the database {connection.vendor} ")
+    assert "failed:" in message
+    assert "reason" in message  # the database's own words name the column
+    assert "not reachable" not in message
+    assert "migrate" not in message
+    assert json.loads(out.getvalue()) == {"problems": [message]}
 
 
 # --- many dynamic schedules -----------------------------------------------------------

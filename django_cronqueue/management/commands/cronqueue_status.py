@@ -86,7 +86,7 @@ class Command(BaseCommand):
                 every_schedule=options["all_schedules"],
             )
         except DatabaseError as exc:
-            reason = f"the database is not reachable: {type(exc).__name__}: {exc}".strip()
+            reason = health.explain_failure(exc)
             if options["json"]:
                 self.stdout.write(json.dumps({"problems": [reason]}, indent=2))
             raise CommandError(reason, returncode=1) from None
