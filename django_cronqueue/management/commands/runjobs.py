@@ -161,7 +161,11 @@ class Command(BaseCommand):
         pool = options["pool"] or get_settings().POOL
         pool_checks.pool_in_use = pool  # the soft_timeout check judges this pool
         try:
-            self.check(display_num_errors=False)
+            # The checks that need no database: a worker started while its database is
+            # down must wait for it (the loop's backoff), not fail here. (From Django 6.0
+            # a model's field checks connect to every database unless told which: MySQL's
+            # column types ask the server's version.)
+            self.check(display_num_errors=False, databases=[])
         finally:
             pool_checks.pool_in_use = None
         if options["concurrency"] is not None and options["concurrency"] < 1:
