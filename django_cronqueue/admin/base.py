@@ -56,7 +56,7 @@ class ReadOnlyAdmin(_ModelAdmin[M]):
         if action_location is None:
             actions: dict[str, Any] = super().get_actions(request)
         else:
-            actions = super().get_actions(request, action_location=action_location)
+            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg,unused-ignore]
         for name in self.hidden_actions:
             actions.pop(name, None)
         return actions
