@@ -8,11 +8,14 @@
 # 2. twine check --strict on both files;
 # 3. the wheel holds the templates, static files, py.typed, migrations and management
 #    commands, and nothing else (no tests, no testproject);
-# 4. a new virtualenv gets the wheel (and its dependencies from PyPI) and nothing else;
+# 4. a new virtualenv on the newest Python the package declares (3.13, so that plain pip
+#    takes today's Django release) gets the wheel (and its dependencies from PyPI) and
+#    nothing else;
 # 5. a copy of testproject/ in another folder (testproject/manage.py puts its parent folder
 #    on sys.path: there, that folder holds no django_cronqueue) runs check, migrate,
 #    findstatic, a template lookup, an enqueue and runjobs --once, with the package
-#    imported from the virtualenv's site-packages.
+#    imported from the virtualenv's site-packages; then cronqueue_status --check, and the
+#    admin's dashboard and MetricsView (with prometheus-client) as staff answer 200.
 # DIST_DIR=path keeps the built files there (they go to a temporary folder otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,8 +89,15 @@ if problems:
 print("templates, static, py.typed, migrations, commands and the pytest plugin are in")
 EOF
 
-step "a new virtualenv with the wheel only"
-python3 -m venv "$WORK/venv"
+step "a new virtualenv with the wheel only (the newest declared Python: today's Django)"
+NEWEST=3.13
+VENV_PYTHON=""
+for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/$NEWEST.*/bin/python$NEWEST \
+  /usr/local/bin/python$NEWEST /usr/bin/python$NEWEST; do
+  [ -x "$candidate" ] && { VENV_PYTHON=$candidate; break; }
+done
+[ -n "$VENV_PYTHON" ] || { echo "no Python $NEWEST found" >&2; exit 1; }
+"$VENV_PYTHON" -m venv "$WORK/venv"
 VPY="$WORK/venv/bin/python"
 "$VPY" -m pip install -q --disable-pip-version-check "$WHEEL" 2>&1 | grep -v "^WARNING: Location" || true
 "$VPY" -m pip check --disable-pip-version-check
@@ -123,5 +133,18 @@ from django_cronqueue.models import Job
 job = Job.objects.get(name='shop.send_receipt')
 assert job.status == 'succeeded', (job.status, job.last_error)
 print('runjobs --once ran it:', job)
+"
+"$VPY" -m pip install -q --disable-pip-version-check prometheus-client 2>&1 | grep -v "^WARNING: Location" || true
+manage cronqueue_status --check --min-workers 0
+manage shell -c "
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+client = Client()
+client.force_login(User.objects.create_superuser('wheel', 'wheel@example.com', 'x'))
+for url in (reverse('admin:django_cronqueue_job_dashboard'), reverse('metrics')):
+    response = client.get(url, HTTP_HOST='localhost')
+    assert response.status_code == 200, (url, response.status_code, response.content[:500])
+    print(url, response.status_code)
 "
 printf '\nThe package builds, passes twine check --strict, and runs the demo site from the wheel.\n'
