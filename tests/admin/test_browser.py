@@ -325,8 +325,8 @@ def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
             page.goto(f"{server.url}/admin/django_cronqueue/job/dashboard/")
             expect(page.locator("svg.cq-chart").first).to_be_visible()
             shoot(page, "dashboard.png", full_page=True)
-            # The job names beside the queues (open by itself on a site with 20 or fewer): each queue row
-            # keeps its own height instead of stretching to the names' table.
+            # The job names beside the queues (open by itself on a site with 20 or fewer):
+            # each queue row keeps its own height instead of stretching to the names' table.
             page.click("#cq-pauses summary")
             expect(page.locator("#cq-pause-names")).to_be_visible()
             queues, names = (
