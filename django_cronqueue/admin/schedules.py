@@ -333,7 +333,7 @@ class CronScheduleAdmin(EditableScheduleAdmin):
             "admin:django_cronqueue_job_change", args=[job_id], current_app=self.admin_site.name
         )
         return format_html(
-            '{} <span class="cq-nowrap"><a href="{}">#{}</a> {}</span>',
+            '{} <a href="{}">#{}</a> {}',
             when,
             url,
             job_id,
