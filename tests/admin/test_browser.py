@@ -163,7 +163,8 @@ def fill_history(now: dt.datetime) -> None:
             status=JobStatus.RUNNING,
             attempts=1,
             started_at=now - dt.timedelta(seconds=4),
-            locked_until=now + dt.timedelta(seconds=26),
+            # A lease no tick of the test can see expire, however slow the machine.
+            locked_until=now + dt.timedelta(hours=1),
             worker_id="web-2:3108:9f2c" if i else "web-1:2231:7a1e",
         )
     JobFactory(
@@ -359,7 +360,7 @@ def test_pause_a_queue_and_cancel_a_running_job_in_a_real_browser(server, demo_j
         status=JobStatus.RUNNING,
         attempts=1,
         started_at=now - dt.timedelta(minutes=3),
-        locked_until=now + dt.timedelta(seconds=25),
+        locked_until=now + dt.timedelta(hours=1),  # see fill_history
         worker_id="web-1:2231:7a1e",
         progress={"done": 3, "total": 10, "message": "day 3 of 10", "at": now.isoformat()},
     )
