@@ -9,7 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import json
-from collections.abc import Mapping
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +26,7 @@ from .registry import JobDefinition
 from .validation import (
     JSON_ADVICE,
     MAX_DEDUPE_KEY_LENGTH,
+    MAX_JSON_DEPTH,
     MAX_PRIORITY,
     MAX_QUEUE_LENGTH,
     MIN_PRIORITY,
@@ -82,7 +86,57 @@ def _encoded(name: str, payload: Mapping[str, Any]) -> Mapping[str, Any]:
         except ValueError as exc:
             raise InvalidPayload(f"Job {name!r}: payload key {key!r} {exc}.") from None
     same = all(encoded[key] is value for key, value in payload.items())
+    if not same and settings.USE_TZ:  # only a payload with typed values pays for the walk
+        _warn_of_naive_datetimes(name, payload)
     return payload if same else encoded
+
+
+def _warn_of_naive_datetimes(name: str, payload: Mapping[str, Any]) -> None:
+    """Warn, as Django does for a model's DateTimeField, of each naive datetime among the
+    arguments while time zone support is active: it reaches the handler as the same naive
+    value, which the site's code is bound to compare with aware ones."""
+    for path, value in _naive_datetimes(payload, ""):
+        warnings.warn(
+            f"Job {name!r}: payload key {path!r} received a naive datetime ({value}) while "
+            "time zone support is active; pass an aware one (django.utils.timezone.now(), "
+            "or timezone.make_aware(value)).",
+            RuntimeWarning,
+            stacklevel=_outside_the_package(),
+        )
+
+
+def _naive_datetimes(
+    value: Any, path: str, depth: int = 0, seen: set[int] | None = None
+) -> Iterator[tuple[str, Any]]:
+    """The naive datetimes in ``value`` with their paths (``key[1].sub``), each container
+    visited once: a circular payload is refused by the JSON checks after this walk."""
+    if isinstance(value, dt.datetime):
+        if timezone.is_naive(value):
+            yield path, value
+        return
+    seen = set() if seen is None else seen
+    if depth > MAX_JSON_DEPTH or id(value) in seen:
+        return
+    if isinstance(value, Mapping):
+        seen.add(id(value))
+        for key, item in value.items():
+            yield from _naive_datetimes(
+                item, f"{path}.{key}" if path else str(key), depth + 1, seen
+            )
+    elif isinstance(value, (list, tuple)):
+        seen.add(id(value))
+        for index, item in enumerate(value):
+            yield from _naive_datetimes(item, f"{path}[{index}]", depth + 1, seen)
+
+
+def _outside_the_package() -> int:
+    """The ``stacklevel`` that makes a warning raised here name the first caller outside
+    django_cronqueue (the line that enqueued)."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1  # the frame that calls warnings.warn
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def check_stored_payload(definition: JobDefinition, payload: Any) -> None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import heapq
+import itertools
 import re
 import zoneinfo
 from collections.abc import Iterator
@@ -103,7 +105,9 @@ class _Schedule:
     expression: str
     interval: bool
     either_day: bool
-    prototype: croniter  # copied before every use: croniter objects are stateful
+    # One croniter, or two whose times are merged (see _prototypes); each is copied before
+    # every use: croniter objects are stateful.
+    prototypes: tuple[croniter, ...]
 
 
 def validate_expression(expression: str) -> str:
@@ -229,11 +233,31 @@ def _compile_cached(expression: str) -> _Schedule:
         if values is None:
             _check_extension_field(expression, index, fields.texts[index])
     try:
-        prototype = croniter(_croniter_text(fields), _ANCHOR, day_or=fields.either_day)
+        prototypes = _prototypes(fields)
     except (ValueError, TypeError) as exc:  # croniter's errors subclass these
         raise _invalid(expression, str(exc)) from exc
     interval = texts[0].startswith("*") or texts[1].startswith("*")
-    return _Schedule(" ".join(fields.texts), interval, fields.either_day, prototype)
+    return _Schedule(" ".join(fields.texts), interval, fields.either_day, prototypes)
+
+
+def _prototypes(fields: cronfields.Fields) -> tuple[croniter, ...]:
+    """The croniter(s) that enumerate the expression's wall times.
+
+    When both day fields are restricted and one uses croniter's L, W or # syntax,
+    croniter does not apply the "either day" rule (``1 * MON#2`` never matches, ``1,15 *
+    FRI#3`` ignores the 1st and the 15th): the days of each field are then enumerated
+    apart, the other field written ``*``, and merged.
+    """
+    text = _croniter_text(fields)
+    extension = fields.values[2] is None or fields.values[4] is None
+    if not (fields.either_day and extension):
+        return (croniter(text, _ANCHOR, day_or=fields.either_day),)
+    parts = text.split()
+    by_day_of_month = " ".join([*parts[:4], "*"])
+    by_day_of_week = " ".join([*parts[:2], "*", *parts[3:]])
+    return tuple(
+        croniter(each, _ANCHOR, day_or=False) for each in (by_day_of_month, by_day_of_week)
+    )
 
 
 def _croniter_text(fields: cronfields.Fields) -> str:
@@ -396,7 +420,14 @@ def _wall_bounds(tz: tzinfo, start: datetime, end: datetime) -> tuple[datetime, 
 
 def _wall_times(schedule: _Schedule, after: datetime) -> Iterator[datetime]:
     """Matching naive wall-clock times strictly after the naive ``after``."""
-    iterator = copy.copy(schedule.prototype)
+    if len(schedule.prototypes) == 1:
+        return _times_of(schedule.prototypes[0], after)
+    merged = heapq.merge(*(_times_of(prototype, after) for prototype in schedule.prototypes))
+    return (wall for wall, _ in itertools.groupby(merged))  # a day both fields match: once
+
+
+def _times_of(prototype: croniter, after: datetime) -> Iterator[datetime]:
+    iterator = copy.copy(prototype)
     try:
         wall = iterator.get_next(datetime, after)
         while True:

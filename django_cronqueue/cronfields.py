@@ -148,10 +148,11 @@ def _parse_item(field: _Field, text: str, item: str) -> tuple[str, frozenset[int
             return match["start"], frozenset({_canonical(field, start)})
     # A step as long as the field (*/60 minutes: every 60 minutes, at minute 0) still means
     # what it says; a longer one (*/90) cannot run every 90 minutes and selects the first value.
-    if step is not None and step > field.last - field.low + 1:
+    # Day-of-week is 0-7 as written (8 values, 7 is Sunday again), so */8 is Sunday, as */7.
+    if step is not None and step > field.high - field.low + 1:
         raise FieldProblem(
             f"field {field.name!r} value {item!r} has a step of {step}, more than the "
-            f"field's range {field.low}-{field.last} allows: it selects only "
+            f"field's range {field.low}-{field.high} allows: it selects only "
             f"{_first_only(field, start)}"
         )
     return item, frozenset(_canonical(field, value) for value in _walk(field, start, end, step))

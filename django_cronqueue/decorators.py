@@ -44,6 +44,21 @@ class JobHandle(JobDefinition):
         site's databases: ``jobs.enqueue_on_commit(handle, payload, using=alias)``."""
         enqueue_on_commit(self, bind_arguments(self, args, kwargs))
 
+    def enqueue_many(
+        self,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        run_at: dt.datetime | None = None,
+        delay: dt.timedelta | float | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+    ) -> list[Job]:
+        """``jobs.enqueue_many`` of this job: one run per payload (a mapping of keyword
+        arguments), every payload checked before one INSERT per batch."""
+        return enqueue_many(
+            self, payloads, run_at=run_at, delay=delay, priority=priority, queue=queue
+        )
+
     @property
     def delay(self) -> NoReturn:
         raise AttributeError(

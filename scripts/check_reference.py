@@ -66,7 +66,7 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
     ):
         found[f"jobs.{name}"] = getattr(jobs, name)
     for cls, names in (
-        (JobHandle, ("enqueue", "aenqueue", "enqueue_on_commit", "using", "s")),
+        (JobHandle, ("enqueue", "aenqueue", "enqueue_on_commit", "enqueue_many", "using", "s")),
         (EnqueueOptions, ("enqueue", "aenqueue", "enqueue_on_commit", "enqueue_many", "s")),
         (Chain, ("enqueue", "enqueue_on_commit")),
         (Group, ("then", "finally_", "enqueue", "enqueue_on_commit")),

@@ -13,9 +13,9 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -29,8 +29,8 @@ from ..validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard, pauses
 from .actions import by_whom, done_message
 from .base import ReadOnlyAdmin
+from .cancel_confirmation import confirmation_page, confirmed
 from .filters import (
-    ERROR_CHARS,
     BatchFilter,
     BlockedFilter,
     FailedRecentlyFilter,
@@ -43,25 +43,24 @@ from .filters import (
     in_batch,
 )
 from .job_actions import CANCEL_REQUEST, JOB, JOB_ACTIONS, outcome_messages, perform
+from .job_columns import JobColumns
 from .renderers import (
-    compact_time,
     count_text,
     detail_time,
     local_time,
-    orphan_badge,
     pause_until_text,
     preformatted,
     pretty_json,
     progress_bar,
     relative,
-    stranded_badge,
-    warning_badge,
     zone,
 )
 from .search import as_id, fits, search, search_words
-from .workflows import batch_text, blocked_text, linked_jobs, links_of, status_with_blocked
+from .workflows import batch_text, blocked_text, linked_jobs, links_of
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
+#: The statuses whose page shows the last failure first: failed, and pending again after one.
+FAILURE_FIRST = frozenset({JobStatus.FAILED, JobStatus.PENDING})
 
 
 def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
@@ -74,18 +73,17 @@ def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
     return display
 
 
-class JobAdmin(ReadOnlyAdmin[Job]):
+class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
     change_list_template = "django_cronqueue/admin/job_change_list.html"
     change_form_template = "django_cronqueue/admin/job_change_form.html"
+    # Five columns, so that the list fits beside Django's navigation sidebar and the filters
+    # on a 1280-pixel screen: attempts and progress sit under the status, the queue under
+    # the name, the occurrence under the run time.
     list_display = [
         "id",
-        "status_display",
-        "progress_column",
-        "name_display",
-        "queue",
-        "attempts_display",
-        "run_at_display",
-        "scheduled_for_display",
+        "status_column",
+        "name_column",
+        "run_at_column",
         "error_display",
     ]
     list_display_links = ["id"]
@@ -186,59 +184,14 @@ class JobAdmin(ReadOnlyAdmin[Job]):
 
     def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
+        if obj is not None and obj.status in FAILURE_FIRST and obj.last_error:
+            # What went wrong comes right under the status, above the payload.
+            failure = next(fieldset for fieldset in fieldsets if fieldset[0] == "Last failure")
+            fieldsets.remove(failure)
+            fieldsets.insert(1, failure)
         if obj is not None and links_of(obj).any:
             fieldsets.insert(2, self.workflow_fieldset)
         return fieldsets
-
-    # -- list columns
-
-    @admin.display(description="status")
-    def status_display(self, job: Job) -> str:
-        """The status, "blocked" for a pending job that waits (no query: a column), and a
-        mark for a due one whose name no live worker defines."""
-        return format_html(
-            "{}{}", status_with_blocked(job.status, job.blocked), stranded_badge(job)
-        )
-
-    @admin.display(description="progress")
-    def progress_column(self, job: Job) -> str:
-        """A bar for a running job that reports its progress, and whether it was asked to
-        stop; nothing for the others."""
-        if job.status != JobStatus.RUNNING:
-            return ""
-        bar = progress_bar(observe.progress_of(job.progress), compact=True)
-        if job.cancel_requested_at is None:
-            return bar
-        return format_html("{} {}", bar, warning_badge("cancel requested"))
-
-    @admin.display(description="name")
-    def name_display(self, job: Job) -> str:
-        if job.name in registry:
-            return job.name
-        return format_html("{} {}", job.name, orphan_badge())
-
-    @admin.display(description="attempts")
-    def attempts_display(self, job: Job) -> str:
-        return f"{job.attempts}/{job.max_attempts}"
-
-    @admin.display(description="run at")
-    def run_at_display(self, job: Job) -> str:
-        return compact_time(job.run_at)
-
-    @admin.display(description="scheduled for")
-    def scheduled_for_display(self, job: Job) -> str:
-        return compact_time(job.scheduled_for)
-
-    @admin.display(description="last error")
-    def error_display(self, job: Job) -> str:
-        text = getattr(job, "error_head", None)
-        if text is None:
-            text = job.last_error
-        line = text.strip().splitlines()[0] if text.strip() else ""
-        if not line:
-            return ""
-        short = line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
-        return format_html('<span class="cq-error" title="{}">{}</span>', line, short)
 
     # -- detail fields
 
@@ -477,11 +430,42 @@ class JobAdmin(ReadOnlyAdmin[Job]):
         self._run(request, "retry", queryset)
 
     @admin.action(
-        description="Cancel selected jobs (pending; running ones are asked to stop)",
+        description="Cancel selected jobs (pending; running ones are asked to stop)…",
         permissions=["change"],
     )
-    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+        """Pending jobs are cancelled at once; running ones only after the confirmation."""
+        if not confirmed(request):
+            back = request.get_full_path()
+            page = confirmation_page(self, request, queryset, back_url=back, from_action=True)
+            if page is not None:
+                return page
         self._run(request, "cancel", queryset)
+        return None
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The Cancel button: a pending job is cancelled at once, a running one after its
+        confirmation page (shown on GET too)."""
+        if request.method not in ("GET", "POST"):
+            return HttpResponseNotAllowed(["GET", "POST"])
+        job = self.get_object(request, unquote(object_id))
+        if job is None:
+            return self.missing_object(request, object_id)
+        if not self.has_change_permission(request, job):
+            raise PermissionDenied
+        if not confirmed(request):
+            selection = self.get_queryset(request).filter(pk=job.pk)
+            back = self.change_url(job)
+            page = confirmation_page(self, request, selection, back_url=back, from_action=False)
+            if page is not None:
+                return page
+        if request.method == "GET":
+            return HttpResponseRedirect(self.change_url(job))
+        return self.object_button_view(
+            request,
+            object_id,
+            lambda job: self._run(request, "cancel", self.get_queryset(request).filter(pk=job.pk)),
+        )
 
     @admin.action(description="Run selected jobs now (pending)", permissions=["change"])
     def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
@@ -500,7 +484,8 @@ class JobAdmin(ReadOnlyAdmin[Job]):
             can_change = self.has_change_permission(request, job)
             context["cq_buttons"] = [
                 {
-                    "label": action.label,
+                    "label": action.label
+                    + ("…" if action.key == "cancel" and job.status == JobStatus.RUNNING else ""),
                     "url": self.url_of(job, action.key.replace("_", "")),
                     "class": action.button_class,
                 }
@@ -531,6 +516,9 @@ class JobAdmin(ReadOnlyAdmin[Job]):
             return self.admin_site.admin_view(view)
 
         def button(key: str) -> Callable[..., HttpResponse]:
+            if key == "cancel":
+                return self.cancel_view
+
             def view(request: HttpRequest, object_id: str) -> HttpResponse:
                 return self.object_button_view(
                     request,

@@ -11,8 +11,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from .. import cron
@@ -42,6 +42,18 @@ def orphan_badge() -> SafeString:
         '<span class="cq-badge cq-badge-warning" title="{}">no code defines this job</span>',
         ORPHAN_HELP,
     )
+
+
+#: A line break opportunity that adds no character (copying the text copies no space).
+WORD_BREAK = mark_safe("<wbr>")  # a constant: nothing from the database
+
+
+def breakable_name(name: str, separator: str = ".") -> SafeString:
+    """A dotted name (``reports.export_invoices``, or a zone with ``separator="/"``) that
+    may wrap after each separator in a narrow column, and is copied as it is written."""
+    parts = name.split(separator)
+    pieces = [f"{part}{separator}" for part in parts[:-1]] + parts[-1:]
+    return format_html_join(WORD_BREAK, "{}", ((piece,) for piece in pieces))
 
 
 def warning_badge(text: str) -> SafeString:
@@ -101,6 +113,18 @@ def local_time(instant: dt.datetime | None, in_zone: dt.tzinfo | None = None) ->
     return local.strftime("%a %Y-%m-%d %H:%M %Z")
 
 
+def wrappable_time(instant: dt.datetime, in_zone: dt.tzinfo | None = None) -> SafeString:
+    """``local_time`` that a narrow column wraps between the date and the time only."""
+    text = local_time(instant, in_zone)
+    weekday, date, rest = text.split(" ", 2)
+    return format_html(
+        '<span class="cq-nowrap">{} {}</span> <span class="cq-nowrap">{}</span>',
+        weekday,
+        date,
+        rest,
+    )
+
+
 def pause_until_text(until: dt.datetime | None, now: dt.datetime) -> str:
     """``until Mon 2026-06-01 14:00 UTC (in 2 hours)``, or ``until resumed``."""
     if until is None:
@@ -109,15 +133,18 @@ def pause_until_text(until: dt.datetime | None, now: dt.datetime) -> str:
 
 
 def compact_time(instant: dt.datetime | None) -> str:
-    """``2026-06-01 02:30:00`` in the current zone, the full instant in its tooltip."""
+    """``2026-06-01 02:30:00`` in the current zone, the full instant in its tooltip; a
+    narrow column wraps it between the date and the time, never inside either."""
     if instant is None:
         return "-"
     local = timezone.localtime(instant)
     return format_html(
-        '<time datetime="{}" title="{}">{}</time>',
+        '<time datetime="{}" title="{}"><span class="cq-nowrap">{}</span> '
+        '<span class="cq-nowrap">{}</span></time>',
         instant.isoformat(),
         local.strftime("%a %Y-%m-%d %H:%M:%S %Z"),
-        local.strftime("%Y-%m-%d %H:%M:%S"),
+        local.strftime("%Y-%m-%d"),
+        local.strftime("%H:%M:%S"),
     )
 
 

@@ -26,7 +26,16 @@ from ..exceptions import UnknownJob
 from ..models import CronSchedule
 from ..validation import MAX_NAME_LENGTH
 from .actions import Action, Noun, Outcome, each
-from .renderers import local_time, plural, pretty_json, status_pill, warning_badge, zone
+from .renderers import (
+    breakable_name,
+    local_time,
+    plural,
+    pretty_json,
+    status_pill,
+    warning_badge,
+    wrappable_time,
+    zone,
+)
 from .schedule_editing import EditableScheduleAdmin
 from .search import fits, search
 
@@ -181,17 +190,16 @@ class ScheduleChangeList(ChangeList):
 class CronScheduleAdmin(EditableScheduleAdmin):
     change_list_template = "django_cronqueue/admin/cronschedule_change_list.html"
     change_form_template = "django_cronqueue/admin/cronschedule_change_form.html"
+    # Four columns, so that the list fits beside Django's navigation sidebar and the filters
+    # on a 1280-pixel screen: paused, inactive and dynamic are badges under the name, the
+    # zone and the description are with the expression.
     list_display = [
-        "name_display",
-        "expression_display",
-        "tz",
+        "name_column",
+        "rule_column",
         "next_runs_display",
         "last_occurrence_display",
-        "paused_display",
-        "active",
-        "source",
     ]
-    list_display_links = ["name_display"]
+    list_display_links = ["name_column"]
     list_filter = ["paused", "active", "source"]
     search_fields = ["name"]
     actions = ["pause_schedules", "resume_schedules", "run_schedules_now", "backfill_schedules"]
@@ -247,6 +255,44 @@ class CronScheduleAdmin(EditableScheduleAdmin):
             "Never fired while no code defines it.",
         )
 
+    @admin.display(description="name", ordering="name")
+    def name_column(self, schedule: CronSchedule) -> str:
+        """The name, then whether it is paused or inactive, and a dynamic schedule's job."""
+        marks = []
+        if schedule.paused:
+            marks.append(warning_badge("paused"))
+        if not schedule.active:
+            marks.append(
+                format_html(
+                    '<span class="cq-badge cq-badge-warning" title="{}">inactive: no code '
+                    "defines it</span>",
+                    "Never fired while no code defines it.",
+                )
+            )
+        if schedule.is_dynamic:
+            marks.append(
+                format_html(
+                    '<span class="cq-quiet">{}, runs {}</span>',
+                    schedule.get_source_display(),
+                    breakable_name(schedule.job),
+                )
+            )
+        return format_html(
+            "{}{}",
+            breakable_name(schedule.name),
+            format_html_join("", '<div class="cq-marks">{}</div>', ((mark,) for mark in marks)),
+        )
+
+    @admin.display(description="expression, time zone")
+    def rule_column(self, schedule: CronSchedule) -> str:
+        description = observe.describe_expression(schedule.expression)
+        return format_html(
+            '<code class="cq-expression cq-nowrap">{}</code> {}<div class="cq-quiet">{}</div>',
+            schedule.expression,
+            breakable_name(schedule.tz, "/"),
+            description,
+        )
+
     @admin.display(description="expression")
     def expression_display(self, schedule: CronSchedule) -> str:
         description = observe.describe_expression(schedule.expression)
@@ -278,7 +324,7 @@ class CronScheduleAdmin(EditableScheduleAdmin):
     def last_occurrence_display(self, schedule: CronSchedule) -> str:
         if schedule.last_occurrence is None:
             return "-"
-        when = local_time(schedule.last_occurrence, zone(schedule.tz))
+        when = wrappable_time(schedule.last_occurrence, zone(schedule.tz))
         job_id = getattr(schedule, "last_job_id", None)
         status = getattr(schedule, "last_job_status", None)
         if job_id is None:
@@ -286,13 +332,13 @@ class CronScheduleAdmin(EditableScheduleAdmin):
         url = reverse(
             "admin:django_cronqueue_job_change", args=[job_id], current_app=self.admin_site.name
         )
-        return format_html('{} <a href="{}">#{}</a> {}', when, url, job_id, status_pill(status))
-
-    @admin.display(description="paused", ordering="paused")
-    def paused_display(self, schedule: CronSchedule) -> str:
-        if schedule.paused:
-            return warning_badge("paused")
-        return "-"
+        return format_html(
+            '{} <a href="{}">#{}</a> {}',
+            when,
+            url,
+            job_id,
+            status_pill(status),
+        )
 
     @admin.display(description="options")
     def options_display(self, schedule: CronSchedule) -> str:

@@ -1,8 +1,10 @@
 """End to end in headless Chromium (Debian's ``chromium`` driven by Playwright's Python
 package): log in, filter the failed jobs, open one, retry it, run a worker tick, reload
 and see it succeeded; pause a queue from the dashboard, see a tick leave its jobs alone,
-resume it; cancel a running job from its page. Saves the screenshots shown in
-docs/admin.md.
+resume it; cancel a running job from its page, through its confirmation page; the lists'
+key columns in view at 1280 and 1400 pixels with Django's navigation sidebar open. Saves
+the screenshots shown in the README and docs/admin.md, as a newcomer sees the pages
+(1400 x 900, the sidebar open).
 
 Needs ``pip install playwright`` (the ``dev`` extra) and ``apt-get install chromium``;
 Playwright's own browser download (``playwright install``) is not used.
@@ -161,7 +163,8 @@ def fill_history(now: dt.datetime) -> None:
             status=JobStatus.RUNNING,
             attempts=1,
             started_at=now - dt.timedelta(seconds=4),
-            locked_until=now + dt.timedelta(seconds=26),
+            # A lease no tick of the test can see expire, however slow the machine.
+            locked_until=now + dt.timedelta(hours=1),
             worker_id="web-2:3108:9f2c" if i else "web-1:2231:7a1e",
         )
     JobFactory(
@@ -243,6 +246,22 @@ def launch(playwright):
     )
 
 
+#: The size the README's screenshots are taken at: a common laptop screen.
+VIEWPORT = {"width": 1400, "height": 900}
+
+
+def expect_sidebar_open(page) -> None:
+    """Django's navigation sidebar is open (its script, loaded with the page, opens it on a
+    first visit); the wait allows for a busy machine serving the script late."""
+    expect(page.locator("#main.shifted #nav-sidebar")).to_be_visible(timeout=30_000)
+
+
+def row_heights(page, table: str) -> list[float]:
+    return page.eval_on_selector_all(
+        f"{table} tbody tr", "rows => rows.map(row => row.getBoundingClientRect().height)"
+    )
+
+
 def log_in(page, server, next_url: str) -> None:
     page.goto(f"{server.url}/admin/login/?next={next_url}")
     page.fill("#id_username", "ops")
@@ -264,10 +283,10 @@ def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
     with sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page = browser.new_page(viewport=VIEWPORT)
             log_in(page, server, "/admin/django_cronqueue/job/")
             expect(page.locator("#result_list")).to_be_visible()
-            page.click("#toggle-nav-sidebar")  # more room for the list in the screenshots
+            expect_sidebar_open(page)  # as a newcomer sees it
             expect(page.locator(".cq-count-failed .cq-count-n")).not_to_have_text("0")
             shoot(page, "job-list.png")
 
@@ -285,6 +304,10 @@ def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
             expect(page.locator(".field-payload_display pre")).to_contain_text(
                 '"day": "2026-06-01"'
             )
+            # What went wrong comes first: above the payload, on the first screen.
+            error = page.locator(".field-full_error").bounding_box()
+            assert error["y"] < page.locator(".field-payload_display").bounding_box()["y"]
+            assert page.locator(".cq-traceback").bounding_box()["y"] < VIEWPORT["height"]
             shoot(page, "failed-job.png", full_page=True)
 
             # Retry it, let a worker tick run it, reload: it succeeded.
@@ -309,6 +332,15 @@ def test_retry_a_failed_job_in_a_real_browser(server, demo_jobs, monkeypatch):
             page.goto(f"{server.url}/admin/django_cronqueue/job/dashboard/")
             expect(page.locator("svg.cq-chart").first).to_be_visible()
             shoot(page, "dashboard.png", full_page=True)
+            # The job names beside the queues (open by itself on a site with 20 or fewer):
+            # each queue row keeps its own height instead of stretching to the names' table.
+            page.click("#cq-pauses summary")
+            expect(page.locator("#cq-pause-names")).to_be_visible()
+            queues, names = (
+                row_heights(page, "#cq-pause-queues"),
+                row_heights(page, "#cq-pause-names"),
+            )
+            assert queues and names and max(queues) <= max(names), (queues, names)
         finally:
             browser.close()
     failed.refresh_from_db()
@@ -328,7 +360,7 @@ def test_pause_a_queue_and_cancel_a_running_job_in_a_real_browser(server, demo_j
         status=JobStatus.RUNNING,
         attempts=1,
         started_at=now - dt.timedelta(minutes=3),
-        locked_until=now + dt.timedelta(seconds=25),
+        locked_until=now + dt.timedelta(hours=1),  # see fill_history
         worker_id="web-1:2231:7a1e",
         progress={"done": 3, "total": 10, "message": "day 3 of 10", "at": now.isoformat()},
     )
@@ -336,7 +368,7 @@ def test_pause_a_queue_and_cancel_a_running_job_in_a_real_browser(server, demo_j
     with sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page = browser.new_page(viewport=VIEWPORT)
             log_in(page, server, "/admin/django_cronqueue/job/dashboard/")
             pauses = page.locator("#cq-pauses")
             expect(pauses).to_be_visible()
@@ -375,13 +407,25 @@ def test_pause_a_queue_and_cancel_a_running_job_in_a_real_browser(server, demo_j
                 "3/10 (30%): day 3 of 10"
             )
 
-            # Cancel it: its handler is asked to stop; the page says so.
-            page.get_by_role("button", name="Cancel").click()
+            # Cancel it: a confirmation page names it first; "No" leaves it running.
+            page.get_by_role("button", name="Cancel…").click()
+            expect(page.locator("#content-main")).to_contain_text(
+                "Are you sure you want to stop this running job?"
+            )
+            expect(page.locator(".cq-cancel-list")).to_contain_text(
+                f"#{export.pk} reports.export_invoices"
+            )
+            shoot(page, "cancel-confirmation.png")
+            page.get_by_role("link", name="No, take me back").click()
+            expect(page.locator(".field-cancel_request .readonly")).to_have_text("-")
+            page.get_by_role("button", name="Cancel…").click()
+            page.get_by_role("button", name="Yes, ask it to stop").click()
+            # Its handler is asked to stop; the page says so.
             expect(page.locator(".messagelist .success")).to_have_text(
                 f"Asked 1 running job to stop: #{export.pk}."
             )
             expect(page.locator(".field-cancel_request")).to_contain_text("by ops (admin)")
-            expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+            expect(page.get_by_role("button", name="Cancel…")).to_have_count(0)
             shoot(page, "cancel-requested.png", full_page=True)
         finally:
             browser.close()
@@ -400,7 +444,7 @@ def test_add_a_dynamic_schedule_in_a_real_browser(server, demo_jobs, monkeypatch
     with sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
             log_in(page, server, "/admin/django_cronqueue/cronschedule/")
             page.get_by_role("link", name="Add cron schedule").click()
             page.fill("#id_name", "digest.tenant-42")
@@ -434,3 +478,53 @@ def test_add_a_dynamic_schedule_in_a_real_browser(server, demo_jobs, monkeypatch
         {"tenant_id": 42},
     )
     assert (created.expression, created.tz) == ("30 7 * * 1-5", "Europe/Paris")
+
+
+LIST_KEY_COLUMNS = {
+    "/admin/django_cronqueue/job/": ["status_column", "name_column", "error_display"],
+    "/admin/django_cronqueue/cronschedule/": ["last_occurrence_display", "next_runs_display"],
+}
+
+
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_the_lists_key_columns_are_in_view_beside_the_navigation_sidebar(
+    server, demo_jobs, monkeypatch, width
+):
+    """Status, name and last error (the schedules' next runs and last occurrence) on a
+    common laptop screen with Django's navigation sidebar open, and no horizontal
+    scrollbar under the list."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")  # see the first test
+    now = timezone.now()
+    User.objects.create_superuser("ops", "ops@example.com", "correct horse battery")
+    fill_history(now)
+    arrange_schedules(now)
+    make_failed_export(now)
+    JobFactory(
+        id=98_765_432,  # ids of a site with a long history
+        name="emails.send_welcome",
+        status=JobStatus.FAILED,
+        attempts=4,
+        last_error="SMTPRecipientsRefused: " + "x" * 80,  # one long word
+        finished_at=now,
+    )
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            log_in(page, server, "/admin/django_cronqueue/job/")
+            for url, columns in LIST_KEY_COLUMNS.items():
+                page.goto(f"{server.url}{url}")
+                expect_sidebar_open(page)
+                results = page.locator("#changelist .results")
+                scroll, client = results.evaluate("r => [r.scrollWidth, r.clientWidth]")
+                assert scroll <= client, f"{url} at {width}px scrolls sideways: {scroll} > {client}"
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
+                box = results.bounding_box()
+                for column in columns:
+                    header = page.locator(f"#result_list thead th.column-{column}").bounding_box()
+                    assert header is not None, column
+                    assert box["x"] <= header["x"], column
+                    assert header["x"] + header["width"] <= box["x"] + box["width"] + 0.5, column
+        finally:
+            browser.close()

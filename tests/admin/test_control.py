@@ -48,9 +48,40 @@ def running(**kwargs):
 # --- cancel of a running job --------------------------------------------------------
 
 
+def test_the_cancel_button_of_a_running_job_asks_for_a_confirmation_first(admin_client):
+    job = running(name="testapp.record", queue="reports")
+    page = admin_client.get(change_url(job))
+    assert [button["label"] for button in page.context["cq_buttons"]] == ["Cancel…"]
+    for response in (admin_client.post(cancel_url(job)), admin_client.get(cancel_url(job))):
+        assert response.status_code == 200
+        assert response.templates[0].name == "django_cronqueue/admin/cancel_confirmation.html"
+        html = unescape(response.content.decode())
+        assert "Are you sure you want to stop this running job?" in html
+        assert f"#{job.pk}</a> testapp.record" in html
+        assert "queue reports, running on web-1:42:ab" in html
+        assert '<input type="hidden" name="post" value="yes">' in html
+        assert (
+            f'<a href="{change_url(job)}" class="button cancel-link">No, take me back</a>' in html
+        )
+    job.refresh_from_db()
+    assert (job.status, job.cancel_requested_at) == (JobStatus.RUNNING, None)
+    assert not LogEntry.objects.exists()
+
+
+def test_a_pending_job_is_cancelled_without_a_confirmation(admin_client):
+    job = JobFactory()
+    response = admin_client.post(cancel_url(job), follow=True)
+    assert messages_of(response) == [f"Cancelled 1 job: #{job.pk}."]
+    assert Job.objects.get(pk=job.pk).status == JobStatus.CANCELLED
+    # GET only shows a confirmation, and a pending job needs none: back to its page.
+    other = JobFactory()
+    assert admin_client.get(cancel_url(other)).url == change_url(other)
+    assert Job.objects.get(pk=other.pk).status == JobStatus.PENDING
+
+
 def test_the_cancel_button_of_a_running_job_asks_its_handler_to_stop(admin_client):
     job = running()
-    response = admin_client.post(cancel_url(job), follow=True)
+    response = admin_client.post(cancel_url(job), {"post": "yes"}, follow=True)
     assert response.redirect_chain[-1][0] == change_url(job)
     assert messages_of(response) == [f"Asked 1 running job to stop: #{job.pk}.", REQUEST_NOTE]
     job.refresh_from_db()
@@ -67,9 +98,9 @@ def test_the_cancel_button_of_a_running_job_asks_its_handler_to_stop(admin_clien
 
 def test_cancelling_a_running_job_twice_says_it_was_asked_already(admin_client):
     job = running()
-    admin_client.post(cancel_url(job), follow=True)
+    admin_client.post(cancel_url(job), {"post": "yes"}, follow=True)
     first = Job.objects.get(pk=job.pk).cancel_requested_at
-    response = admin_client.post(cancel_url(job), follow=True)
+    response = admin_client.post(cancel_url(job), {"post": "yes"}, follow=True)
     assert messages_of(response) == [
         f"Skipped 1 job (running: a cancel was already requested): #{job.pk}."
     ]
@@ -80,7 +111,7 @@ def test_a_cancel_request_is_in_the_history(admin_client):
     pending, job = JobFactory(), running()
     admin_client.post(
         CHANGELIST,
-        {"action": "cancel_jobs", "_selected_action": [pending.pk, job.pk], "index": 0},
+        {"action": "cancel_jobs", "_selected_action": [pending.pk, job.pk], "post": "yes"},
     )
     entries = list(LogEntry.objects.order_by("pk").values_list("object_id", "change_message"))
     assert entries == [

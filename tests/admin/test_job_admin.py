@@ -289,6 +289,48 @@ def test_detail_page_links_the_dynamic_schedule_of_an_occurrence(admin_client):
     assert "of the cron schedule" not in admin_client.get(change_url(enqueued)).content.decode()
 
 
+@pytest.mark.parametrize(
+    ("status", "error", "failure_first"),
+    [
+        (JobStatus.FAILED, "RuntimeError: boom", True),
+        (JobStatus.PENDING, "RuntimeError: boom", True),  # waiting for its retry
+        (JobStatus.SUCCEEDED, "RuntimeError: boom", False),  # an earlier attempt failed
+        (JobStatus.PENDING, "", False),
+    ],
+)
+def test_the_last_failure_comes_before_the_payload_when_it_matters(
+    admin_client, status, error, failure_first
+):
+    job = failed_job(status=status, last_error=error)
+    html = admin_client.get(change_url(job)).content.decode()
+    titles = [
+        title for title, _ in admin_client.get(change_url(job)).context["adminform"].fieldsets
+    ]
+    assert (titles.index("Last failure") < titles.index("Payload and result")) is failure_first
+    assert (html.index("field-full_error") < html.index("field-payload_display")) is failure_first
+
+
+def test_the_list_shows_attempts_progress_queue_and_occurrence_under_their_column(admin_client):
+    occurrence = timezone.now().replace(microsecond=0)
+    job = JobFactory(
+        name="testapp.record",
+        queue="reports",
+        attempts=1,
+        max_attempts=4,
+        status=JobStatus.RUNNING,
+        scheduled_for=occurrence,
+        progress={"done": 3, "total": 10, "message": "", "at": occurrence.isoformat()},
+    )
+    response = admin_client.get(changelist())
+    headers = [header["text"] for header in response.context["result_headers"]][1:]
+    assert headers == ["id", "status, attempts", "name, queue", "run at (occurrence)", "last error"]
+    row = response.content.decode().split(f">{job.pk}</a>")[1].split("</tr>")[0]
+    assert '<div class="cq-quiet cq-attempts">1/4 attempts</div>' in row
+    assert 'value="300"' in row  # the progress bar
+    assert 'testapp.<wbr>record<div class="cq-quiet">queue reports</div>' in row
+    assert '<div class="cq-quiet">occurrence <time' in row
+
+
 def test_posting_the_change_form_changes_nothing(admin_client):
     job = failed_job()
     response = admin_client.post(change_url(job), {"status": "pending", "_save": "Save"})
@@ -302,7 +344,7 @@ def test_posting_the_change_form_changes_nothing(admin_client):
         (JobStatus.FAILED, {}, ["Retry"]),
         (JobStatus.CANCELLED, {}, ["Retry"]),
         (JobStatus.PENDING, {}, ["Cancel", "Run now"]),
-        (JobStatus.RUNNING, {}, ["Cancel"]),
+        (JobStatus.RUNNING, {}, ["Cancel…"]),  # its confirmation page first
         (JobStatus.RUNNING, {"cancel_requested_at": timezone.now()}, []),
         (JobStatus.SUCCEEDED, {}, []),
     ],
@@ -369,11 +411,36 @@ def test_cancel_from_the_list(admin_client):
     assert pending.last_error == "cancelled by admin (admin)"
 
 
+def test_cancel_from_the_list_shows_the_running_jobs_and_waits_for_a_confirmation(admin_client):
+    pending = JobFactory()
+    running = JobFactory(status=JobStatus.RUNNING, attempts=1, name="testapp.record")
+    asked = JobFactory(status=JobStatus.RUNNING, cancel_requested_at=timezone.now())
+    before = list(Job.objects.order_by("pk").values_list("status", "cancel_requested_at"))
+    response = post_action(admin_client, "cancel_jobs", [pending, running, asked])
+    assert response.templates[0].name == "django_cronqueue/admin/cancel_confirmation.html"
+    html = response.content.decode()
+    assert "Are you sure you want to stop this running job?" in html
+    assert f">#{running.pk}</a> testapp.record" in html
+    assert f">#{asked.pk}</a>" not in html  # already asked: nothing to confirm
+    assert "The 1 pending job selected is cancelled at once." in html
+    for pk in (pending.pk, running.pk, asked.pk):
+        assert f'<input type="hidden" name="_selected_action" value="{pk}">' in html
+    assert '<input type="hidden" name="action" value="cancel_jobs">' in html
+    assert list(Job.objects.order_by("pk").values_list("status", "cancel_requested_at")) == before
+    assert messages_of(response) == []
+
+
+def test_cancel_of_pending_jobs_only_from_the_list_needs_no_confirmation(admin_client):
+    pending = JobFactory.create_batch(2)
+    response = post_action(admin_client, "cancel_jobs", pending)
+    assert messages_of(response) == [f"Cancelled 2 jobs: #{pending[0].pk}, #{pending[1].pk}."]
+
+
 def test_cancel_from_the_list_asks_running_jobs_to_stop(admin_client):
     pending = JobFactory()
     running = JobFactory(status=JobStatus.RUNNING, attempts=1)
     asked = JobFactory(status=JobStatus.RUNNING, cancel_requested_at=timezone.now())
-    response = post_action(admin_client, "cancel_jobs", [pending, running, asked])
+    response = post_action(admin_client, "cancel_jobs", [pending, running, asked], post="yes")
     assert messages_of(response) == [
         f"Cancelled 1 job: #{pending.pk}.",
         f"Asked 1 running job to stop: #{running.pk}.",

@@ -47,11 +47,11 @@ def test_list_shows_expression_description_zone_and_next_five_runs(admin_client,
     response = admin_client.get(CHANGELIST)
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<code class="cq-expression">30 2 * * *</code>' in html
+    assert '<code class="cq-expression cq-nowrap">30 2 * * *</code>' in html
     assert "At 02:30" in html
     assert "Every 15 minutes, Monday through Friday" in html
     assert "America/New_York" in html
-    row_html = html.split("tests.nightly</a>")[1].split("</tr>")[0]
+    row_html = html.split("tests.<wbr>nightly</a>")[1].split("</tr>")[0]
     assert row_html.count("<li>") == 5
     assert " 02:30 E" in row_html  # EDT or EST: the schedule's own zone, not UTC
 
@@ -72,7 +72,10 @@ def test_last_occurrence_shows_its_job_status(admin_client, schedules):
     )
     html = admin_client.get(CHANGELIST).content.decode()
     job_url = reverse("admin:django_cronqueue_job_change", args=[job.pk])
-    assert f'Tue 2026-06-02 02:30 EDT <a href="{job_url}">#{job.pk}</a>' in html
+    assert (
+        '<span class="cq-nowrap">Tue 2026-06-02</span> <span class="cq-nowrap">02:30 EDT</span> '
+        f'<a href="{job_url}">#{job.pk}</a>'
+    ) in html
     assert 'cq-status-failed">Failed</span>' in html
 
 

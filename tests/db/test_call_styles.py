@@ -160,6 +160,43 @@ def test_typed_values_are_readable_in_the_admin(admin_client):
     assert "2026-03-01T09:30:15.123456+00:00" in response.text
 
 
+def test_a_naive_datetime_is_warned_of_while_time_zone_support_is_active(settings):
+    naive = dt.datetime(2026, 3, 1, 9, 30)
+    settings.USE_TZ = True
+    with pytest.warns(RuntimeWarning) as caught:
+        anything.enqueue(1, when=naive, nested={"runs": [NOW, naive]})
+    assert [str(warning.message) for warning in caught] == [
+        f"Job 'calls.anything': payload key {path!r} received a naive datetime "
+        "(2026-03-01 09:30:00) while time zone support is active; pass an aware one "
+        "(django.utils.timezone.now(), or timezone.make_aware(value))."
+        for path in ("when", "nested.runs[1]")
+    ]
+    assert {warning.filename for warning in caught} == {__file__}  # the enqueueing line
+    jobs.tick()
+    assert RECEIVED[0]["when"] == naive  # accepted, as Django's model fields accept it
+
+
+def test_a_naive_datetime_is_not_warned_of_without_time_zone_support(settings, recwarn):
+    settings.USE_TZ = False
+    sync_account.enqueue(1, dt.datetime(2026, 3, 1, 9, 30))
+    sync_account.using(priority=1).enqueue_many([{"account_id": 2, "since": NOW}])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_a_naive_datetime_is_warned_of_on_every_way_in(settings):
+    settings.USE_TZ = True
+    naive = dt.datetime(2026, 3, 1, 9, 30)
+    calls = [
+        lambda: jobs.enqueue(sync_account, {"account_id": 1, "since": naive}),
+        lambda: sync_account.enqueue_many([{"account_id": 1, "since": naive}]),
+        lambda: sync_account.s(1, naive),
+        lambda: sync_account.enqueue_on_commit(1, naive),
+    ]
+    for call in calls:
+        with pytest.warns(RuntimeWarning, match="payload key 'since' received a naive"):
+            call()
+
+
 def test_a_model_instance_is_still_refused():
     note = Note.objects.create(text="n")
     with pytest.raises(jobs.InvalidPayload, match=r"holds a Note .*an id instead of a model"):

@@ -288,6 +288,33 @@ def test_enqueue_many_through_using():
     assert Job.objects.count() == 2
 
 
+def test_enqueue_many_from_the_handle():
+    when = timezone.now() + dt.timedelta(hours=1)
+    with CaptureQueriesContext(connection) as queries:
+        created = record.enqueue_many(
+            ({"key": k} for k in "ab"), run_at=when, priority=5, queue="bulk"
+        )
+    assert insert_count(queries.captured_queries) == 1
+    assert len(created) == 2
+    rows = list(Job.objects.order_by("id"))
+    assert [row.payload for row in rows] == [{"key": "a"}, {"key": "b"}]
+    assert {(row.name, row.run_at, row.priority, row.queue) for row in rows} == {
+        ("testapp.record", when, 5, "bulk")
+    }
+    record.enqueue_many([{"key": "c"}], delay=60)
+    late = Job.objects.order_by("id").last()
+    assert late.payload == {"key": "c"}
+    assert late.run_at - late.created_at == dt.timedelta(seconds=60)
+
+
+def test_enqueue_many_from_the_handle_checks_every_payload_first():
+    with pytest.raises(jobs.InvalidPayload, match=r"'testapp\.record'.*'nope'"):
+        record.enqueue_many([{"key": "a"}, {"nope": 1}])
+    with pytest.raises(TypeError, match="dedupe_key"):
+        record.enqueue_many([{"key": "a"}], dedupe_key="k")
+    assert_no_rows()
+
+
 def test_enqueue_many_of_nothing_writes_nothing():
     with CaptureQueriesContext(connection) as queries:
         assert jobs.enqueue_many(record, []) == []

@@ -128,6 +128,27 @@ def test_a_job_name_no_code_defines_is_paused_with_a_note():
     assert Pause.objects.get().name == "shop.typo"
 
 
+def test_a_queue_no_job_uses_is_paused_with_a_note():
+    JobFactory(queue="emails")
+    out, err = run("--queue", "emial")
+    assert out.startswith("Paused queue emial until resumed")
+    note, in_use = err.rstrip(".\n").split(" Queues in use: ")
+    assert note == (
+        "Note: no job that code in this process defines uses queue emial, and no job row is "
+        "in it; the pause holds all the same."
+    )
+    assert {"default", "emails"} <= set(in_use.split(", "))
+    assert Pause.objects.get().queue == "emial"
+
+
+def test_a_queue_that_only_a_definition_or_only_a_row_uses_gets_no_note():
+    _, err = run("--queue", "default")  # the queue of every test job, no row yet
+    assert err == ""
+    JobFactory(queue="legacy")  # a row of a job no code defines any more
+    _, err = run("--queue", "legacy")
+    assert err == ""
+
+
 def test_pausing_again_replaces_the_end_and_the_reason():
     run("--queue", "emails", "--reason", "first", "--until", f"{YEAR}-01-01T00:00Z")
     run("--queue", "emails", "--reason", "second")

@@ -185,10 +185,10 @@ def list_items(draw: st.DrawFn, field: int) -> tuple[str, frozenset[int]]:
     """One item of a field list: a, a-b, a-b/n, */n or a/n, names or numbers for each
     bound (so a range may be written SEP-9 or mon-1)."""
     low, high, names = FIELD_RANGES[field]
-    top = 6 if field == 4 else high  # the last distinct value: a step may span up to it
     first = draw(st.integers(low, high))
     last = draw(st.integers(first, high))
-    step = draw(st.integers(1, top - low))
+    # Up to a step as long as the field as written (*/60 minutes, */8 days of the week).
+    step = draw(st.one_of(st.integers(1, high - low + 1), st.just(high - low + 1)))
     a, b = _spell(first, field, names, draw), _spell(last, field, names, draw)
     kind = draw(st.sampled_from(("value", "range", "stepped", "star-step", "start-step")))
     if kind == "value":
@@ -566,7 +566,12 @@ def test_rare_expressions_are_accepted(expression: str) -> None:
         ("0 */25 * * *", "field 'hour' value '*/25' has a step of 25"),
         ("0 0 */32 * *", "it selects only day 1 (once a month)"),
         ("0 0 1 */13 *", "it selects only January (once a year)"),
-        ("0 0 * * */8", "it selects only SUN (once a week)"),
+        (
+            "0 0 * * */9",
+            "field 'day-of-week' value '*/9' has a step of 9, more than the "
+            "field's range 0-7 allows: it selects only SUN (once a week)",
+        ),
+        ("0 0 * * 2/9", "it selects only TUE (once a week)"),
     ],
 )
 def test_steps_beyond_the_field_are_refused(expression: str, problem: str) -> None:
@@ -584,11 +589,88 @@ def test_steps_beyond_the_field_are_refused(expression: str, problem: str) -> No
         "0 0 */31 * *",
         "0 0 1 */12 *",
         "0 0 * * */7",
+        "0 0 * * */8",
+        "0 0 * * 1-7/8",
         "10-50/60 * * * *",
     ],
 )
 def test_the_largest_steps_are_accepted(expression: str) -> None:
     assert cron.validate_expression(expression) == expression
+
+
+def test_a_step_of_eight_days_of_the_week_is_sunday_as_in_debian_cron() -> None:
+    # Debian's day-of-week field is 0-7: */8 selects 0 (Sunday), as */7 selects 0 and 7.
+    sundays = cron.next_occurrences("0 0 * * 0", "UTC", utc(2026, 1, 1), 5)
+    assert cron.next_occurrences("0 0 * * */8", "UTC", utc(2026, 1, 1), 5) == sundays
+    assert cron.next_occurrences("0 0 * * */7", "UTC", utc(2026, 1, 1), 5) == sundays
+    assert {t.weekday() for t in sundays} == {6}
+
+
+# Edges of the fields as Debian's cron reads them, with cronsim (written to match it) as
+# the oracle: steps as long as their field, 7 as Sunday, the OR of two restricted day
+# fields and the AND when one starts with '*', names in ranges and steps, the rare days,
+# and croniter's extensions. In UTC and, for daylight saving time, in New York.
+CRONSIM_EDGES = [
+    "*/60 * * * *",
+    "10-50/60 * * * *",
+    "5/20 * * * *",
+    "0 */24 * * *",
+    "0 22/3 * * *",
+    "0 0 */31 * *",
+    "0 0 1 */12 *",
+    "0 0 1 jan-dec/5 *",
+    "0 0 * * */7",
+    "0 0 * * */8",
+    "0 0 * * 7",
+    "0 0 * * 0,7",
+    "0 0 * * 5-7",
+    "0 0 * * 1/7",
+    "0 0 * * 7/1",
+    "0 0 * * 0-7/2",
+    "0 0 * * 1-7/3",
+    "0 0 * * sat-7",
+    "0 0 * * mon-fri/2",
+    "0 0 */2 * 1",
+    "0 0 1-7 * 1",
+    "0 0 13 * 5",
+    "0 0 13 * */8",
+    "0 0 31 * *",
+    "0 0 29 2 *",
+    "0 0 30 2 1",
+    "0 0 L * *",
+    "0 0 L * 5",
+    "0 0 * * mon#2",
+    "0 0 */2 * mon#2",
+    "0 0 1 * mon#2",
+    "0 0 1,15 * fri#3",
+    "0 0 L * mon#2",
+    "30 2 * * *",
+    "30 1 * * *",
+    "*/20 1-3 * * *",
+    "0 * * * *",
+]
+
+
+def test_a_nearest_weekday_or_a_day_of_the_week_runs_on_either() -> None:
+    # cronsim has no W: the union of the two fields' own schedules is the oracle.
+    start = utc(2026, 1, 1)
+    either = cron.next_occurrences("0 0 15W * 1", "UTC", start, 30)
+    apart = cron.next_occurrences("0 0 15W * *", "UTC", start, 30)
+    apart += cron.next_occurrences("0 0 * * 1", "UTC", start, 30)
+    assert either == sorted(set(apart))[:30]
+    assert utc(2026, 1, 15) in either and utc(2026, 1, 5) in either  # a Thursday, a Monday
+
+
+@pytest.mark.parametrize("zone", ["UTC", NEW_YORK])
+@pytest.mark.parametrize("expression", CRONSIM_EDGES)
+def test_the_fields_edges_agree_with_cronsim(expression: str, zone: str) -> None:
+    tz = ZoneInfo(zone)
+    for start in (utc(2026, 1, 1), utc(2026, 3, 7, 12), utc(2026, 10, 31, 12)):
+        expected = [
+            t.astimezone(UTC)
+            for t in itertools.islice(CronSim(expression, start.astimezone(tz)), 40)
+        ]
+        assert cron.next_occurrences(expression, zone, start, 40) == expected, start
 
 
 @pytest.mark.parametrize("count", [0, -1])
@@ -866,6 +948,8 @@ def test_module_is_pure() -> None:
         "dataclasses",
         "datetime",
         "functools",
+        "heapq",
+        "itertools",
         "re",
         "zoneinfo",
     }

@@ -57,6 +57,22 @@ def who() -> str:
         return "cronqueue_pause"
 
 
+def unused_queue_note(queue: str) -> str:
+    """A note when no job this process defines uses ``queue`` and no job row is in it
+    (a typo, most likely), naming the queues in use; else ""."""
+    from django_cronqueue import observe
+    from django_cronqueue.registry import registry
+
+    defined = {definition.effective_queue for definition in registry}
+    if queue in defined or observe.jobs().filter(queue=queue).exists():
+        return ""
+    in_use = sorted(defined | set(observe.distinct_values("queue")))
+    return (
+        f"Note: no job that code in this process defines uses queue {queue}, and no job row "
+        f"is in it; the pause holds all the same. Queues in use: {', '.join(in_use) or 'none'}."
+    )
+
+
 class Command(BaseCommand):
     help = (
         "Pause a queue or a job name: no worker claims its pending jobs until it is "
@@ -110,3 +126,6 @@ class Command(BaseCommand):
                 f"Note: no code in this process defines a job named {name}; "
                 "the pause holds all the same."
             )
+        note = unused_queue_note(queue) if queue is not None else ""
+        if note:
+            self.stderr.write(note)
