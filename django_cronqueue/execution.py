@@ -396,7 +396,7 @@ def handler_arguments(
         context.scheduled_for = run.scheduled_for
         return (run,), {}
     if job.tagged and definition.typed_values:
-        return (), typedjson.decode(job.payload)
+        return (), typedjson.decode_payload(job.payload)
     return (), job.payload
 
 
