@@ -40,8 +40,14 @@ from .validation import (
 )
 
 
-def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The payload as a plain dict; raises InvalidPayload naming the job and the key."""
+class StoredPayload(dict[str, Any]):
+    """A payload as its row stores it (typed values tagged, a caller's ``$`` keys
+    escaped): what ``check_payload`` returns. Checked again (a workflow's row made from
+    its signature, an enqueue at commit, a schedule's edit), it is not encoded twice."""
+
+
+def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) -> StoredPayload:
+    """The payload as its row stores it; raises InvalidPayload naming the job and the key."""
     name = definition.name
     if payload is None:
         payload = {}
@@ -52,7 +58,9 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
         )
     advice = JSON_ADVICE
     if definition.typed_values:
-        payload, advice = _encoded(name, payload), TYPED_ADVICE
+        advice = TYPED_ADVICE
+        if not isinstance(payload, StoredPayload):
+            payload = _encoded(name, payload)
     for key, value in payload.items():
         if not isinstance(key, str):
             raise InvalidPayload(
@@ -65,7 +73,7 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
         if problem:
             raise InvalidPayload(f"Job {name!r}: {problem}")
     _check_binds(definition, payload)
-    payload = dict(payload)
+    payload = StoredPayload(payload)
     size = len(json.dumps(payload, ensure_ascii=False).encode())
     limit = get_settings().MAX_PAYLOAD_BYTES
     if size > limit:

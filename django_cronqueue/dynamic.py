@@ -23,7 +23,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from . import cron
-from .arguments import check_payload, check_priority, check_queue, check_stored_payload
+from .arguments import (
+    StoredPayload,
+    check_payload,
+    check_priority,
+    check_queue,
+    check_stored_payload,
+)
 from .conf import database_alias
 from .cronspec import DEFAULT_MAX_CATCH_UP, CronSpec, checked_spec
 from .exceptions import UnknownJob
@@ -150,7 +156,10 @@ def edit(
     now = timezone.now() if now is None else now
     current = {
         "job": schedule.job,
-        "payload": schedule.payload,
+        # As the row stores it: checked again, not encoded a second time.
+        "payload": StoredPayload(schedule.payload)
+        if isinstance(schedule.payload, dict)
+        else schedule.payload,
         "expression": schedule.expression,
         "tz": schedule.tz,
         **{option: schedule.options.get(option, DEFAULTS[option]) for option in STORED_OPTIONS},

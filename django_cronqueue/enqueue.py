@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
@@ -207,7 +207,7 @@ BULK_INSERT_KEYED = _BULK_INSERT.format(
 def _bulk_insert_postgresql(
     using: str,
     definition: JobDefinition,
-    payloads: list[dict[str, Any]],
+    payloads: Sequence[dict[str, Any]],
     keys: list[str],
     *,
     queue: str,

@@ -26,7 +26,7 @@ from .claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_suc
 from .conf import database_alias, get_settings
 from .context import JobContext, enter, leave
 from .error_text import describe
-from .exceptions import JobCancelled, Snooze, SoftTimeLimitExceeded
+from .exceptions import ChildDied, JobCancelled, Snooze, SoftTimeLimitExceeded, TimeLimitExceeded
 from .lifecycle import Outcome
 from .models import Batch, Job, JobStatus
 from .registry import JobDefinition, registry
@@ -148,8 +148,32 @@ def call(job: ClaimedJob, context: JobContext | None = None) -> Call:
         with consumer_span(job):
             result = call_handler(definition, job, context)
     except BaseException as exc:
-        return Call(job, definition, time.monotonic() - started, error=exc, context=context)
-    return Call(job, definition, time.monotonic() - started, result=result, context=context)
+        outcome = Call(job, definition, time.monotonic() - started, error=exc, context=context)
+    else:
+        outcome = Call(job, definition, time.monotonic() - started, result=result, context=context)
+    return within_timeout(outcome)
+
+
+def within_timeout(outcome: Call, *, overran: bool = False) -> Call:
+    """``outcome``, or in its place a ``TimeLimitExceeded`` failure when the handler
+    ran past its job's ``timeout``: whatever it returned or raised, a run that overran
+    fails, retried or failed by the job's policy. The heartbeat reads the deadline only
+    once a beat, so a timeout shorter than a beat is caught here, from the run's own
+    duration; ``overran``: the heartbeat saw the deadline pass first. A child process
+    that died (``ChildDied``) did not overrun: it is kept unless the heartbeat saw it."""
+    definition = outcome.definition
+    if definition is None or isinstance(outcome.error, TimeLimitExceeded):
+        return outcome
+    timeout = definition.effective_timeout
+    if not overran and (outcome.duration <= timeout or isinstance(outcome.error, ChildDied)):
+        return outcome
+    ended = "returned" if outcome.error is None else f"raised {type(outcome.error).__name__}"
+    error = TimeLimitExceeded(
+        f"Job {outcome.job.name} #{outcome.job.id} ran past its timeout of {timeout:g}s "
+        f"(it {ended} after {outcome.duration:.1f}s)"
+    )
+    error.__cause__ = outcome.error
+    return Call(outcome.job, definition, outcome.duration, error=error, context=outcome.context)
 
 
 def record(outcome: Call, now: dt.datetime) -> Outcome:
@@ -372,7 +396,7 @@ def handler_arguments(
         context.scheduled_for = run.scheduled_for
         return (run,), {}
     if job.tagged and definition.typed_values:
-        return (), typedjson.decode(job.payload)
+        return (), typedjson.decode_payload(job.payload)
     return (), job.payload
 
 

@@ -17,14 +17,19 @@ their figures are exact.
 
 Every change of the counts first locks the one ``FinishedCountMark`` row
 (``lock_mark``), so two housekeeping passes, a pass and a prune, or a pass and a retry
-never count a row twice nor miss it.
+never count a row twice nor miss it. A pass looks only after ``counted_until``: the writes
+that stamp ``finished_at`` with a clock that may lie behind it (``jobs.tick()``, eager
+mode, a cancel from a web host: ``untrusted_clock``, ``counting_stamped``) hold the mark
+and count the rows they finish at or before it themselves.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import transaction
@@ -47,11 +52,14 @@ __all__ = [
     "HOURS_KEPT",
     "ROW_FIELDS",
     "count_finished",
+    "counting_stamped",
+    "finishing",
     "hour_of",
     "lock_mark",
     "settle_margin",
     "uncount",
     "uncount_day",
+    "untrusted_clock",
 ]
 
 COUNT_EVERY = dt.timedelta(minutes=1)
@@ -145,17 +153,73 @@ def uncount(rows: Iterable[tuple[Any, ...]], counted_until: dt.datetime | None) 
     """Take ``rows`` (``ROW_FIELDS`` each, as they were before they left a finished
     status or were deleted) out of the counts: those finished up to ``counted_until``,
     the value ``lock_mark`` returned in this same transaction."""
+    _add_rows(rows, counted_until, -1)
+
+
+def _add_rows(rows: Iterable[tuple[Any, ...]], counted_until: dt.datetime | None, n: int) -> None:
+    """Add ``n`` (1 or -1) to the counts for each of ``rows`` (``ROW_FIELDS``) finished up
+    to ``counted_until``."""
     if counted_until is None:
         return
-    removed: Counter[Key] = Counter()
-    removed_days: Counter[DayKey] = Counter()
+    changes: Counter[Key] = Counter()
+    day_changes: Counter[DayKey] = Counter()
     for status, name, queue, finished_at in rows:
         if status in FINISHED_STATUSES and finished_at is not None and finished_at <= counted_until:
-            removed[(status, name, queue, None)] -= 1
-            removed[(status, name, queue, hour_of(finished_at))] -= 1  # if kept
-            removed_days[(status, name, queue, day_of(finished_at))] -= 1
-    _apply(removed)
-    _apply_days(removed_days)
+            changes[(status, name, queue, None)] += n
+            changes[(status, name, queue, hour_of(finished_at))] += n  # if kept
+            day_changes[(status, name, queue, day_of(finished_at))] += n
+    _apply(changes)
+    _apply_days(day_changes)
+
+
+@contextmanager
+def counting_stamped(now: dt.datetime) -> Iterator[None]:
+    """A transaction for writes that stamp rows finished at ``now`` read from a clock the
+    counts cannot trust (a web host's: ``jobs.cancel()``, the admin). A pass counts the
+    rows finished after ``counted_until``, up to a minute before its own clock: a row
+    stamped at or before ``counted_until`` would never be counted. Holding the mark
+    (``lock_mark``), no pass moves it meanwhile; the rows the writes finished at exactly
+    ``now``, if that is at or before ``counted_until``, are counted here, in the same
+    transaction."""
+    with transaction.atomic(using=database_alias()):
+        counted_until = lock_mark()
+        late = counted_until is not None and now <= counted_until
+        before = {row[0] for row in _stamped_rows(now)} if late else set()
+        yield
+        if late:
+            added = [row[1:] for row in _stamped_rows(now) if row[0] not in before]
+            _add_rows(added, counted_until, 1)
+
+
+_CLOCK_UNTRUSTED: ContextVar[bool] = ContextVar("cronqueue_clock_untrusted", default=False)
+
+
+@contextmanager
+def untrusted_clock() -> Iterator[None]:
+    """Within it, the lifecycle's writes that finish rows (``finishing``) stamp them with a
+    clock the counts cannot trust: ``jobs.tick()``'s ``now`` (injected, or fixed at the
+    tick's start while its handlers run), eager mode's web host. A worker's clock is the
+    database's (measured), and each of its writes commits as it is stamped."""
+    token = _CLOCK_UNTRUSTED.set(True)
+    try:
+        yield
+    finally:
+        _CLOCK_UNTRUSTED.reset(token)
+
+
+def finishing(now: dt.datetime, *, atomic: bool = True) -> AbstractContextManager[Any]:
+    """The transaction of a write that may finish rows at ``now`` (and of what it
+    cascades to): ``counting_stamped(now)`` under ``untrusted_clock()``; otherwise an
+    atomic block, or nothing at all when not ``atomic``."""
+    if _CLOCK_UNTRUSTED.get():
+        return counting_stamped(now)
+    return transaction.atomic(using=database_alias()) if atomic else nullcontext()
+
+
+def _stamped_rows(now: dt.datetime) -> list[tuple[Any, ...]]:
+    """(pk, *ROW_FIELDS) of the finished rows stamped at exactly ``now``."""
+    rows = _jobs().filter(status__in=FINISHED_STATUSES, finished_at=now)
+    return list(rows.values_list("pk", *ROW_FIELDS))
 
 
 def uncount_day(day: dt.date, staying: Iterable[tuple[Any, ...]]) -> int:

@@ -176,6 +176,15 @@ def tick(
         now = timezone.now()
     elif timezone.is_naive(now):
         raise ValueError("tick(now=...) needs an aware datetime.")
+    # ``now`` may be long past, and stays fixed while handlers run: rows it stamps
+    # finished before the counts' mark are counted by the writes themselves.
+    with history.untrusted_clock():
+        return _tick(now, queues, housekeeping)
+
+
+def _tick(
+    now: dt.datetime, queues: Sequence[str] | None, housekeeping: Housekeeping | None
+) -> TickResult:
     (housekeeping or Housekeeping()).run(now)
     worker_id = f"tick:{socket.gethostname()}:{os.getpid()}"
     claimed: list[ClaimedJob] = []

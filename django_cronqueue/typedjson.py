@@ -5,9 +5,13 @@ and dicts) are written as one-key objects that read well in the admin::
 
     {"since": {"$datetime": "2026-03-01T09:30:00+00:00"}, "amount": {"$decimal": "12.50"}}
 
-and come back as the same type and value. ``encode`` runs at enqueue; ``decode`` before the
-handler is called, and only for a payload whose JSON text ``may_hold_tags``: a payload
-without tagged values is not walked at all.
+and come back as the same type and value. A caller's own one-key dict whose key starts
+with ``$`` (``{"$date": "2026-01-01"}``, MongoDB's ``{"$gt": 5}``) is stored with one more
+``$`` (``{"$$date": ...}``) and comes back as it was passed: only a tag the encoder wrote
+is read as a typed value, whatever tags a later version adds. ``encode`` runs at enqueue;
+``decode_payload`` before the handler is called, and only for a payload whose JSON text
+``may_hold_tags``: a payload without tagged values is not walked at all. The payload
+itself (the keyword arguments) is never a tag: only its values are encoded.
 
 Pure: no Django models, no database.
 """
@@ -47,6 +51,9 @@ CODECS: dict[str, tuple[type, Callable[[Any], str], Callable[[str], Any]]] = {
 TYPES = tuple(codec[0] for codec in CODECS.values())
 
 
+ESCAPE = "$"  # the first character of a tag, doubled to escape a caller's key
+
+
 def may_hold_tags(text: str) -> bool:
     """False when a payload's JSON text surely holds no tagged value: one substring scan.
     (True also for a string that starts with ``$``: the walk then finds nothing.)"""
@@ -54,9 +61,8 @@ def may_hold_tags(text: str) -> bool:
 
 
 def encode(value: Any, depth: int = 0) -> Any:
-    """``value`` with every typed value replaced by its tagged object; the same object
-    when nothing was replaced. Raises ValueError for a one-key object whose key is a tag
-    but whose value does not read as that type (it would not come back as written)."""
+    """``value`` with every typed value replaced by its tagged object, and every one-key
+    dict whose key starts with ``$`` escaped; the same object when nothing changed."""
     if isinstance(value, TYPES):
         for tag, (kind, to_text, _) in CODECS.items():
             if isinstance(value, kind):
@@ -64,9 +70,11 @@ def encode(value: Any, depth: int = 0) -> Any:
     if depth > MAX_DEPTH:
         return value
     if isinstance(value, dict):
-        if len(value) == 1:
-            _check_tagged(value)
         items = {key: encode(item, depth + 1) for key, item in value.items()}
+        if len(items) == 1:
+            [(key, item)] = items.items()
+            if isinstance(key, str) and key.startswith(ESCAPE):
+                return {ESCAPE + key: item}
         same = all(items[key] is item for key, item in value.items())
         return value if same else items
     if isinstance(value, (list, tuple)):
@@ -76,29 +84,41 @@ def encode(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _check_tagged(value: dict[Any, Any]) -> None:
-    [(key, text)] = value.items()
-    codec = CODECS.get(key) if isinstance(key, str) else None
-    if codec is None or not isinstance(text, str):  # not read as a tag: stays a dict
-        return
-    try:
-        codec[2](text)
-    except (ValueError, ArithmeticError) as exc:
-        raise ValueError(
-            f"holds {{{key!r}: {text!r}}}, which reads as a tagged {codec[0].__name__} but is "
-            f"not one ({exc}); pass the {codec[0].__name__} itself"
-        ) from None
+def decode_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of a stored payload, each value decoded. Raises ValueError
+    naming the key for a tag whose text does not read as its type (written by hand)."""
+    decoded = {}
+    for key, value in payload.items():
+        try:
+            decoded[key] = decode(value)
+        except ValueError as exc:
+            raise ValueError(f"payload key {key!r} {exc}") from None
+    return decoded
 
 
 def decode(value: Any) -> Any:
-    """``value`` with every tagged object replaced by its typed value."""
+    """``value`` with every tagged object replaced by its typed value and every escaped
+    key given back its own name. Rows written before keys were escaped decode too: there,
+    a one-key dict whose key was a tag was a tag (the encoder refused any other)."""
     if isinstance(value, dict):
         if len(value) == 1:
-            [(key, text)] = value.items()
+            [(key, item)] = value.items()
+            if isinstance(key, str) and key.startswith(ESCAPE + ESCAPE):
+                return {key[1:]: decode(item)}
             codec = CODECS.get(key)
-            if codec is not None and isinstance(text, str):
-                return codec[2](text)
+            if codec is not None and isinstance(item, str):
+                return _typed(key, item, codec[0], codec[2])
         return {key: decode(item) for key, item in value.items()}
     if isinstance(value, list):
         return [decode(item) for item in value]
     return value
+
+
+def _typed(tag: str, text: str, kind: type, from_text: Callable[[str], Any]) -> Any:
+    try:
+        return from_text(text)
+    except (ValueError, ArithmeticError) as exc:
+        raise ValueError(
+            f"holds {{{tag!r}: {text!r}}}, which reads as a tagged {kind.__name__} but is not "
+            f"one ({exc})"
+        ) from None

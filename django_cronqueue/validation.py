@@ -8,6 +8,7 @@ with these, each raising the error type that fits its caller.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -113,11 +114,7 @@ class _JsonWalk:
         if isinstance(value, int):
             return number_problem(value, where)
         if isinstance(value, float):
-            return (
-                None
-                if math.isfinite(value)
-                else f"{where} holds {value!r}, which JSON cannot represent."
-            )
+            return float_problem(value, where)
         if isinstance(value, str):
             return text_problem(value, f"{where} holds a string that")
         if isinstance(value, (list, tuple, dict)):
@@ -178,6 +175,25 @@ def number_problem(value: int, where: str) -> str | None:
             f"{MAX_JSON_NUMBER_DIGITS} in a JSON number. Pass it as a string."
         )
     return None
+
+
+def float_problem(value: float, where: str) -> str | None:
+    """Why a float cannot be stored as JSON and read back equal, or None. PostgreSQL's
+    jsonb keeps numbers as decimals: one written with a positive exponent (``1e+23``,
+    as Python writes every float from 1e16 on) comes back as an integer, a different
+    number unless the float is exactly that integer."""
+    if not math.isfinite(value):
+        return f"{where} holds {value!r}, which JSON cannot represent."
+    if abs(value) < 1e16:
+        return None
+    written = decimal.Decimal(repr(value))
+    if written == decimal.Decimal(value):
+        return None
+    return (
+        f"{where} holds the float {value!r}, which PostgreSQL would give back as a "
+        f"different number (its JSON numbers are decimals: {value!r} is read as an integer "
+        "that this float is not). Pass it as a string, or as a Decimal where the job takes one."
+    )
 
 
 def short_repr(value: Any, limit: int = 60) -> str:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from .. import cron, dynamic, observe
+from .. import cron, dynamic, observe, typedjson
 from ..arguments import check_payload, check_priority, check_queue
 from ..cronspec import CATCH_UP_MODES, DEFAULT_MAX_CATCH_UP, OVERLAP_MODES
 from ..exceptions import InvalidPayload, UnknownJob
@@ -147,12 +147,15 @@ class DynamicScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 f"got {type(payload).__name__}."
             )
         job = self.cleaned_data.get("job")
-        if job:
-            try:
-                check_payload(self._definition(job), payload)
-            except InvalidPayload as exc:
-                raise forms.ValidationError(str(exc)) from None
-        return payload
+        if not job:
+            return payload
+        definition = self._definition(job)
+        try:
+            values = stored_to_values(definition, payload)
+            check_payload(definition, values)
+        except InvalidPayload as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return values
 
     def clean_expression(self) -> str:
         expression: str = self.cleaned_data["expression"]
@@ -226,6 +229,19 @@ class AddScheduleForm(DynamicScheduleForm):
             return dynamic.check_name(self.cleaned_data["name"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
+
+
+def stored_to_values(definition: JobDefinition, payload: dict[str, Any]) -> dict[str, Any]:
+    """The arguments a payload typed as the row stores it stands for: the form shows and
+    takes the stored JSON, whose tags (``{"$datetime": ...}``) are typed values and whose
+    escaped keys (``{"$$gt": 5}``) a caller's own; ``create_dynamic`` and ``edit`` take
+    the values and store them the same way again."""
+    if not definition.typed_values:
+        return payload
+    try:
+        return typedjson.decode_payload(payload)
+    except ValueError as exc:
+        raise InvalidPayload(f"Job {definition.name!r}: {exc}.") from None
 
 
 def initial_of(schedule: CronSchedule) -> dict[str, Any]:

@@ -173,7 +173,8 @@ def cancel_rows(ids: list[int], reason: str, now: dt.datetime, *, by: str = "") 
         return 0
     changes = _cancel_changes(reason, now, by)
     pending = job_rows().filter(id__in=ids, status=JobStatus.PENDING)
-    with transaction.atomic(using=database_alias()):
+    # ``now`` is the caller's clock (a web host's), maybe behind the counts' mark.
+    with history.counting_stamped(now):
         in_workflow = list(
             pending.exclude(has_downstream=False, batch__isnull=True)
             .select_for_update()

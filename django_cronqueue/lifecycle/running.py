@@ -15,7 +15,7 @@ from django.db import DataError, IntegrityError, connections, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from .. import signals
+from .. import history, signals
 from ..claiming import ClaimedJob
 from ..conf import database_alias
 from ..error_text import (
@@ -66,13 +66,14 @@ def complete_success(
         "result": result,
         **_progress_change(progress),
     }
-    if job.in_workflow:
-        updated = _record_workflow_success(job, changes, now)
-    else:
-        # A job that gained a downstream job since its claim is left to the workflow path.
-        updated = _write_success(_running(job).filter(has_downstream=False), job, changes)
-        if not updated and _running(job).filter(has_downstream=True).exists():
+    with history.finishing(now, atomic=False):
+        if job.in_workflow:
             updated = _record_workflow_success(job, changes, now)
+        else:
+            # A job that gained a downstream job since its claim: the workflow path.
+            updated = _write_success(_running(job).filter(has_downstream=False), job, changes)
+            if not updated and _running(job).filter(has_downstream=True).exists():
+                updated = _record_workflow_success(job, changes, now)
     if not updated:
         log_discarded(job, "success")
     return bool(updated)
@@ -82,7 +83,7 @@ def ended_without_success(write: Callable[[], int], job_id: int, now: dt.datetim
     """Run ``write`` (a final failure or a cancellation of job ``job_id``) and, if it
     wrote, cancel the jobs that waited for it and count it in its batch, in one
     transaction."""
-    with transaction.atomic(using=database_alias()):
+    with history.finishing(now):
         updated = write()
         if updated:
             workflow.after_end([job_id], now)

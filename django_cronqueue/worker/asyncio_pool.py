@@ -25,7 +25,7 @@ from .. import signals
 from ..claiming import ClaimedJob
 from ..context import activate
 from ..exceptions import JobCancelled, TimeLimitExceeded
-from ..execution import Call, Recorder, handler_arguments, run_cancellable
+from ..execution import Call, Recorder, handler_arguments, run_cancellable, within_timeout
 from ..held import HeldJob
 from ..registry import JobDefinition, registry
 from .loop import Worker
@@ -176,12 +176,7 @@ class AsyncioWorker(Worker):
                 return
             self._in_flight -= 1
             job = held.job
-            if held.abandoned:  # a sync handler that returned past its timeout
-                error = TimeLimitExceeded(
-                    f"Job {job.name} #{job.id} ran past its timeout (it returned after "
-                    f"{outcome.duration:.1f}s)"
-                )
-                outcome = Call(job, outcome.definition, outcome.duration, error=error)
+            outcome = within_timeout(outcome, overran=held.abandoned)
             waiting = False
             try:
                 self._write_outcomes(functools.partial(recorder.add_or_flush, outcome))

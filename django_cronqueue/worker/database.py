@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from ..conf import database_alias, get_settings
 
@@ -47,9 +47,13 @@ class DatabaseRetry:
 
     def _database_backoff(self, exc: BaseException, failures: int) -> None:
         delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1))
+        # A lost or refused connection is an outage; any other error is the database
+        # answering (a statement it refused), not being unavailable.
+        unavailable = isinstance(exc, (OperationalError, InterfaceError))
         logger.error(
-            "Worker %s: database unavailable (%s: %s); retrying in %.1fs",
+            "Worker %s: database %s (%s: %s); retrying in %.1fs",
             self.id,
+            "unavailable" if unavailable else "error",
             type(exc).__name__,
             str(exc).strip().splitlines()[0] if str(exc).strip() else "",
             delay,

@@ -37,8 +37,7 @@ from .. import dbclock, lifecycle, startup, vacuum
 from ..claiming import ClaimedJob, claim_request, is_capped
 from ..claiming.floor import ClaimFloors
 from ..conf import database_alias, get_settings, max_clock_skew
-from ..exceptions import TimeLimitExceeded
-from ..execution import Call, Recorder, call, new_context, write_and_claim
+from ..execution import Call, Recorder, call, new_context, within_timeout, write_and_claim
 from ..held import CancelNotices, HeldJob, pass_on_noticed
 from ..leases import lease_holds
 from ..models import Worker as WorkerRow
@@ -373,19 +372,7 @@ class Worker(Heartbeat):
         job = held.job
         quick = waiting = False
         try:
-            outcome = run()
-            if held.abandoned:  # it returned past its timeout: the attempt fails
-                timeout = outcome.definition.effective_timeout if outcome.definition else 0.0
-                outcome = Call(
-                    job,
-                    outcome.definition,
-                    outcome.duration,
-                    error=TimeLimitExceeded(
-                        f"Job {job.name} #{job.id} ran past its timeout of {timeout:g}s "
-                        f"(it returned after {outcome.duration:.1f}s)"
-                    ),
-                    context=held.context,
-                )
+            outcome = within_timeout(run(), overran=held.abandoned)
             quick = outcome.duration < Recorder.QUICK
             self._write_outcomes(lambda: recorder.add_or_flush(outcome))
             # A quick success waits in the recorder's batch, maybe behind a slow job:

@@ -236,6 +236,41 @@ def test_change_of_the_payload_alone_does_not_rearm(admin_client, report):
     assert message == "Changed payload."
 
 
+def test_the_payload_shown_in_its_stored_form_saves_back_unchanged(admin_client):
+    """The page shows the payload as the row stores it: a typed value as its tag, a
+    caller's dict whose key looks like a tag with that key escaped. Saved as shown, each
+    stays what it was (a datetime; the caller's dict), not one escape deeper."""
+    since = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.timezone.utc)
+    row = CronSchedule.objects.create_dynamic(
+        name="reports.typed",
+        job=REPORT,
+        payload={"tenant_id": 7, "format": {"since": since, "filter": {"$gt": 5}}},
+        expression="0 8 * * *",
+        tz="UTC",
+    )
+    stored = {
+        "tenant_id": 7,
+        "format": {"since": {"$datetime": "2026-03-01T09:30:00+00:00"}, "filter": {"$$gt": 5}},
+    }
+    assert row.payload == stored
+    shown = admin_client.get(change_url(row)).context["adminform"].form.initial["payload"]
+    assert json.loads(shown) == stored
+    data = form_data(name="ignored", payload=shown, expression="0 9 * * *", tz="UTC")
+    response = admin_client.post(change_url(row), data)
+    assert response.status_code == 302, errors_of(response)
+    row.refresh_from_db()
+    assert (row.expression, row.payload) == ("0 9 * * *", stored)
+
+
+def test_a_tag_typed_by_hand_that_is_not_valid_is_an_error_on_the_payload(admin_client):
+    payload = '{"tenant_id": 7, "format": {"$date": "yesterday"}}'
+    response = admin_client.post(ADD, form_data(payload=payload))
+    assert response.status_code == 200
+    [error] = errors_of(response)["payload"]
+    assert "payload key 'format' holds {'$date': 'yesterday'}" in error, error
+    assert "reads as a tagged date" in error
+
+
 def test_change_errors_are_shown_on_their_field(admin_client, report):
     response = admin_client.post(change_url(report), form_data(tz="paris"))
     assert "did you mean 'Europe/Paris'?" in errors_of(response)["tz"][0]

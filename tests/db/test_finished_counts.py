@@ -175,6 +175,44 @@ def test_a_pass_never_counts_past_the_clock_of_its_process():
     assert mark <= timezone.now() - history.settle_margin()
 
 
+def test_a_cancel_stamped_by_a_clock_behind_the_counts_mark_is_counted():
+    """A web host whose clock runs five minutes behind cancels pending jobs (a chain's
+    head, whose downstream job is cancelled with it) after a pass moved the mark past
+    that time: their rows are stamped before the mark, where no pass looks. Before,
+    they were never counted; the cancel now counts them itself, once."""
+    now = timezone.now()
+    finish_some(now - HOUR)
+    history.count_finished(now)  # the mark: a minute before now
+    later = now + dt.timedelta(days=1)
+    single = jobs.enqueue(test_jobs.record, {"key": "single"}, run_at=later)
+    head = jobs.chain(
+        test_jobs.record.using(run_at=later).s(key="head"), test_jobs.record.s(key="next")
+    ).enqueue()[0]
+    behind = now - dt.timedelta(minutes=5)
+    assert single.cancel(now=behind) and head.cancel(now=behind)
+    assert Job.objects.filter(status="cancelled", finished_at=behind).count() == 3
+    assert counts.job_counts() == exact()
+    history.count_finished(now + SETTLED)  # a later pass does not count them again
+    assert kept() == exact_finished()
+    assert kept_days() == exact_days()
+    assert counts.job_counts() == exact()
+
+
+def test_a_tick_given_a_past_now_counts_the_rows_it_finishes_before_the_mark():
+    """``jobs.tick(now=<an hour ago>)`` after a pass moved the mark to a minute ago: the
+    successes, the failure and the cancel it stamps an hour ago are before the mark,
+    where no pass looks. Before, none of them was ever counted."""
+    now = timezone.now()
+    history.count_finished(now)  # the mark: a minute before now
+    finish_some(now - HOUR)
+    assert counts.job_counts() == exact()
+    history.count_finished(now + SETTLED)  # a later pass does not count them again
+    assert kept() == exact_finished()
+    assert sum(kept().values()) == 4
+    assert kept_days() == exact_days()
+    assert counts.job_counts() == exact()
+
+
 def test_a_finished_row_without_finished_at_is_read_never_counted():
     now = timezone.now()
     Job.objects.create(name="testapp.record", status=JobStatus.FAILED)  # as a site might

@@ -275,3 +275,19 @@ def test_while_a_transaction_is_held_expired_leases_are_looked_for_every_ten_sec
     third = expire_one()
     housekeeping.run(now + dt.timedelta(seconds=11), materialize=False)  # no longer held
     assert Job.objects.get(pk=third.pk).status == "pending"
+
+
+def test_a_tick_fails_a_run_that_returned_past_its_timeout():
+    """The handler sleeps 1.5 s past its 1 s timeout and returns: its run fails with
+    TimeLimitExceeded (the success came too late), and the job is retried by its policy,
+    as a runjobs worker does."""
+    job = jobs.enqueue(test_jobs.hangs, {"key": "late", "seconds": 1.5})
+    now = timezone.now()
+    assert jobs.tick(now=now) == jobs.TickResult(claimed=1, ran=0, failed=1)
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("pending", 1)
+    assert job.last_error.startswith(
+        f"TimeLimitExceeded: Job testapp.hangs #{job.pk} ran past its timeout of 1s "
+        "(it returned after 1."
+    ), job.last_error
+    assert keys() == ["late"]  # it ran to its end: a thread cannot be stopped

@@ -37,6 +37,28 @@ def test_a_worker_gives_the_handler_the_types_it_was_enqueued_with(runjobs):
     }
 
 
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_a_worker_gives_the_handler_a_callers_dicts_that_look_like_tags_as_dicts(runjobs, pool):
+    """Each reached the handler as another type, or was refused at enqueue, or (the
+    payload itself) crashed the **kwargs handler."""
+    test_jobs.records_types.enqueue(
+        **{"$date": "2026-01-01"},
+        mine={"$date": "2026-01-01"},
+        mongo={"$date": "2026-01-01T00:00:00Z"},
+        query={"$gt": 5},
+        typed={"$date": dt.date(2026, 1, 1)},
+    )
+    worker = runjobs.start("--burst", "--pool", pool)
+    assert worker.wait(120) == 0, runjobs.log(0)
+    assert set(SideEffect.objects.values_list("key", flat=True)) == {
+        "$date=str:2026-01-01",
+        "mine=dict:{'$date': '2026-01-01'}",
+        "mongo=dict:{'$date': '2026-01-01T00:00:00Z'}",
+        "query=dict:{'$gt': 5}",
+        "typed=dict:{'$date': datetime.date(2026, 1, 1)}",
+    }, runjobs.log(0)
+
+
 def test_a_worker_retries_only_what_the_policy_retries(runjobs):
     enqueue = test_jobs.fails_by_policy.enqueue
     retried = enqueue("retried", "ConnectionResetError")  # a ConnectionError: retry_on

@@ -477,3 +477,25 @@ def overruns(key: str, seconds: float) -> None:
 async def async_sleeps(key: str, seconds: float) -> None:
     """The asyncio pool's job: awaits ``seconds`` (past its 2 s timeout: cancelled)."""
     await asyncio.sleep(seconds)
+
+
+@jobs.job(name="rel.pool.short_timeout", timeout=1, retries=0)
+def short_timeout(key: str, seconds: float) -> dict:
+    """Returns a value, but only after ``seconds``: past its 1 s timeout, well within a
+    heartbeat of the default 30 s lease."""
+    mark("start", key)
+    time.sleep(seconds)
+    mark("end", key)
+    return {"key": key}
+
+
+@jobs.job(name="rel.pool.async_short_timeout", timeout=1, retries=0)
+async def async_short_timeout(key: str, seconds: float) -> dict:
+    """``short_timeout`` as an ``async def`` handler (the thread pool runs it on an event
+    loop of its slot thread, and cancels it only when the heartbeat sees the overrun)."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(mark)("start", key)
+    await asyncio.sleep(seconds)
+    await sync_to_async(mark)("end", key)
+    return {"key": key}

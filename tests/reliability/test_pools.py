@@ -178,6 +178,38 @@ def test_a_thread_pool_run_past_its_timeout_never_overlaps_another_run_of_its_jo
         assert runjobs.stop(worker) == 0
 
 
+@pytest.mark.parametrize(
+    ("pool", "handler"),
+    [
+        ("threads", rel.short_timeout),
+        ("threads", rel.async_short_timeout),
+        ("asyncio", rel.short_timeout),
+        ("processes", rel.short_timeout),
+    ],
+    ids=["threads-sync", "threads-async", "asyncio-sync", "processes-sync"],
+)
+def test_a_run_past_a_timeout_shorter_than_a_heartbeat_fails_in_every_pool(runjobs, pool, handler):
+    """timeout=1, a handler that returns a value after 3 s, the default 30 s lease: the
+    heartbeat (every 10 s) never sees the overrun, yet the run fails with
+    TimeLimitExceeded, its value not kept. Before, the thread pool (and the asyncio
+    pool's sync handlers) recorded "succeeded in 3.0s"; the process pool kills the
+    child at the timeout."""
+    job = jobs.enqueue(handler, {"key": "late", "seconds": 3})
+    worker = runjobs.start("--pool", pool, "--concurrency", "1", settings={"POLL_INTERVAL": 0.2})
+    row = ended(job, timeout=120)  # a busy machine can take most of it to start the worker
+    assert row.status == "failed", runjobs.log(worker)
+    assert row.attempts == 1
+    assert row.result is None
+    assert row.last_error.startswith(
+        f"TimeLimitExceeded: Job {handler.name} #{job.pk} ran past its timeout of 1s"
+    ), row.last_error
+    if pool != "processes":  # a thread cannot be stopped: it ran to its end
+        assert "(it returned after 3." in row.last_error, row.last_error
+        assert [key for key, _, _ in marks("end")] == ["late"]
+    assert "succeeded" not in runjobs.log(worker)
+    assert runjobs.stop(worker) == 0
+
+
 def test_the_asyncio_pool_runs_many_async_handlers_at_once_and_cancels_at_the_timeout(runjobs):
     """300 handlers awaiting 1 s each, one process at --concurrency 300, plus one that
     awaits past its 2 s timeout (its task is cancelled: TimeLimitExceeded) and a sync

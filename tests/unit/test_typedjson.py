@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_cronqueue import typedjson
+from tests.payload_values import JSON_VALUES, at_fixed_offsets
 
 VALUES = [
     dt.datetime(2026, 3, 1, 9, 30, 15, 123456, tzinfo=dt.timezone.utc),
@@ -25,20 +26,6 @@ VALUES = [
     Decimal("-1E+30"),
     uuid.UUID("12345678-1234-5678-1234-567812345678"),
 ]
-
-
-def at_fixed_offsets(value):
-    """``value`` with each aware datetime at its own UTC offset instead of its zone: what
-    a round trip keeps (the instant and the offset). Python never finds a zone's datetime
-    in a repeated or skipped hour equal to one of another zone (PEP 495), even at the
-    same instant, so the zone itself cannot be compared."""
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.replace(tzinfo=dt.timezone(value.utcoffset()))
-    if isinstance(value, list):
-        return [at_fixed_offsets(item) for item in value]
-    if isinstance(value, dict):
-        return {key: at_fixed_offsets(item) for key, item in value.items()}
-    return value
 
 
 def through_json(value):
@@ -79,12 +66,40 @@ def test_a_string_starting_with_a_dollar_is_not_a_tag():
     assert typedjson.decode(payload) == payload
 
 
-def test_a_dict_that_reads_as_a_tag_must_be_a_valid_one():
-    assert typedjson.encode({"$date": "2026-01-01"}) == {"$date": "2026-01-01"}
+def test_a_callers_dict_that_looks_like_a_tag_comes_back_as_that_dict():
+    for mine in (
+        {"$date": "2026-01-01"},
+        {"$date": "2026-01-01T00:00:00Z"},  # MongoDB's extended JSON: not a date here
+        {"$uuid": "3"},
+        {"$gt": 5},
+        {"$$date": "2026-01-01"},
+        {"$": None},
+        {"$date": {"$date": dt.date(2026, 1, 1)}},
+    ):
+        stored = json.loads(json.dumps(typedjson.encode(mine)))
+        assert typedjson.decode(stored) == mine, stored
+    assert typedjson.encode({"$date": "2026-01-01"}) == {"$$date": "2026-01-01"}
+    two_keys = {"$date": "2026-01-01", "b": 1}  # never a tag: stored as it is
+    assert typedjson.encode(two_keys) is two_keys
+
+
+def test_the_payload_itself_is_never_a_tag():
+    """Its keys are keyword arguments, a ``**kwargs`` handler's too."""
+    payload = {"$date": "2026-01-01"}
+    assert typedjson.decode_payload(payload) == payload
+
+
+def test_rows_stored_before_keys_were_escaped_still_decode():
+    """Then a one-key dict whose key was a tag held a valid tag (the encoder refused any
+    other), and a caller's other one-key dicts were stored as they were."""
+    assert typedjson.decode({"$date": "2026-01-01"}) == dt.date(2026, 1, 1)
+    assert typedjson.decode({"$gt": 5}) == {"$gt": 5}
     assert typedjson.decode({"$uuid": 3}) == {"$uuid": 3}  # not a string: not a tag
-    for bad in ({"$date": "yesterday"}, {"$uuid": "3"}, {"$timedelta": "soon"}):
-        with pytest.raises(ValueError, match="reads as a tagged"):
-            typedjson.encode(bad)
+
+
+def test_a_tag_written_by_hand_that_is_not_valid_names_its_key():
+    with pytest.raises(ValueError, match=r"payload key 'when' holds .*reads as a tagged date"):
+        typedjson.decode_payload({"when": {"$date": "yesterday"}})
 
 
 @given(
@@ -108,3 +123,8 @@ def test_any_mix_round_trips(value):
     back = through_json(value)
     assert back == at_fixed_offsets(value)
     assert repr(back).count("datetime.date(") == repr(value).count("datetime.date(")
+
+
+@given(JSON_VALUES)
+def test_any_json_value_comes_back_equal(value):
+    assert through_json(value) == value
