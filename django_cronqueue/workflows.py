@@ -25,6 +25,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.utils import timezone
 
+from . import history
 from .arguments import check_priority, check_queue, resolve_run_at
 from .conf import database_alias, get_settings
 from .eager import run_eagerly
@@ -242,10 +243,14 @@ def enqueue_after(
         if ended:
             pk, name, status = ended[0]
             mark_upstream_ended(row, upstream_ended_text(pk, name, status), now=now)
-        elif waiting:
-            row.blocked = True
-            row.waiting_for = len(waiting)
-        row.save(using=using, force_insert=True)
+            # created finished, stamped by this host's clock: counted whatever the mark
+            with history.counting_stamped(now):
+                row.save(using=using, force_insert=True)
+        else:
+            if waiting:
+                row.blocked = True
+                row.waiting_for = len(waiting)
+            row.save(using=using, force_insert=True)
         if waiting and not ended:
             Job.objects.using(using).filter(pk__in=waiting).update(has_downstream=True)
             JobDependency.objects.using(using).bulk_create(

@@ -29,6 +29,7 @@ from django_cronqueue.models import (
     JobStatus,
 )
 from django_cronqueue.observe import counts
+from tests.cron_helpers import schedule
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -210,6 +211,41 @@ def test_a_tick_given_a_past_now_counts_the_rows_it_finishes_before_the_mark():
     assert kept() == exact_finished()
     assert sum(kept().values()) == 4
     assert kept_days() == exact_days()
+    assert counts.job_counts() == exact()
+
+
+def test_a_job_created_cancelled_behind_the_counts_mark_is_counted():
+    """``using(after=[a failed job])`` writes its job cancelled at once, stamped by this
+    host's clock; a pass on a host whose clock runs five minutes ahead has moved the
+    mark past that instant. The enqueue counts the row itself, once."""
+    now = timezone.now()
+    upstream = finish_some(now - HOUR)  # the failed one
+    history.count_finished(now)
+    FinishedCountMark.objects.update(counted_until=now + dt.timedelta(minutes=5))
+    down = test_jobs.record.using(after=[upstream]).enqueue(key="down")
+    assert down.status == JobStatus.CANCELLED
+    assert counts.job_counts() == exact()
+    history.count_finished(now + SETTLED)  # a later pass does not count it again
+    assert kept() == exact_finished()
+    assert counts.job_counts() == exact()
+
+
+def test_a_tick_given_a_past_now_counts_the_occurrences_it_skips_before_the_mark():
+    """An overlap skip is created cancelled, stamped with the tick's ``now``: an hour ago,
+    behind the mark of a pass a minute ago. The tick counts it itself."""
+    now = timezone.now()
+    history.count_finished(now)  # the mark: a minute before now
+    past = (now - HOUR).replace(second=30, microsecond=0)
+    with schedule("* * * * *", name="tests.counted_skip", tz="UTC", overlap="skip"):
+        jobs.pause(name="tests.counted_skip")  # its occurrences wait, pending
+        jobs.tick(now=past)  # armed
+        jobs.tick(now=past + dt.timedelta(minutes=1))  # the first occurrence waits
+        jobs.tick(now=past + dt.timedelta(minutes=2))  # the next is skipped meanwhile
+        skipped = Job.objects.get(status=JobStatus.CANCELLED, name="tests.counted_skip")
+        assert skipped.finished_at == past + dt.timedelta(minutes=2)
+    assert counts.job_counts() == exact()
+    history.count_finished(now + SETTLED)
+    assert kept() == exact_finished()
     assert counts.job_counts() == exact()
 
 
