@@ -32,6 +32,7 @@ class Runjobs:
         env: dict[str, str] | None = None,
         command: str = "runjobs",
         module: str = "django",
+        new_session: bool = False,
     ) -> subprocess.Popen:
         full_env = {
             **os.environ,
@@ -50,6 +51,7 @@ class Runjobs:
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=new_session,  # a process group of its own: signals reach its children
         )
         process.index = index  # type: ignore[attr-defined]
         self.processes.append(process)

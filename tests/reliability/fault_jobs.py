@@ -1,0 +1,120 @@
+"""The jobs of the fault-injection run (tests/reliability/faults.py).
+
+Each run records its start and its end as ``SideEffect`` rows, keyed by job and attempt:
+``fault-start:<job>:<attempt>:<worker pid>:<claimed at>`` and ``fault-end:<job>:<attempt>``
+(``pid``: the process that ran the handler, a child in the process pool). The claim's instant
+(the row's ``started_at``, epoch seconds) lets the checker tell when another run was
+allowed to begin. The end is written in a ``finally`` and retried across a dead connection,
+so a run without an end was killed. The workers discover this module through
+``CRONQUEUE["DISCOVER"]``, the harness imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, connection
+
+from django_cronqueue import jobs
+from django_cronqueue.models import Job
+from tests.testapp.models import SideEffect
+
+START = "fault-start"
+END = "fault-end"
+REFUSED = "fault-refused"
+RETRIES = 40  # far more attempts than the faults can take from one job
+
+
+def short_wait(attempt: int) -> float:
+    return 0.1
+
+
+def record_start() -> None:
+    """The run's start; when the database refuses the handler's first query, that refusal
+    (``fault-refused:<job>:<attempt>:<error>``), and the attempt fails."""
+    context = jobs.current()
+    assert context is not None
+    try:
+        claimed_at, worker_id = Job.objects.values_list("started_at", "worker_id").get(
+            pk=context.job_id
+        )
+        worker_pid = worker_id.split(":")[1]
+        claimed = f"{claimed_at.timestamp():.3f}"
+        key = f"{START}:{context.job_id}:{context.attempt}:{worker_pid}:{claimed}"
+        SideEffect.objects.create(key=key, pid=os.getpid())
+    except DatabaseError as error:
+        write_aside(f"{REFUSED}:{context.job_id}:{context.attempt}:{type(error).__name__}")
+        raise
+
+
+def write_aside(key: str) -> None:
+    """Written on a connection of its own, opened and closed here: the handler's own
+    connection is left as it is, for the pool to renew (or not)."""
+    import psycopg
+
+    settings = connection.settings_dict
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with psycopg.connect(
+                host=settings["HOST"],
+                port=settings["PORT"],
+                dbname=settings["NAME"],
+                user=settings["USER"],
+                autocommit=True,
+                prepare_threshold=None,
+            ) as aside:
+                aside.execute(
+                    f"INSERT INTO {SideEffect._meta.db_table} (key, pid, created_at) "
+                    "VALUES (%s, %s, now())",
+                    [key, os.getpid()],
+                )
+            return
+        except psycopg.Error:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def record_end(job_id: int, attempt: int) -> None:
+    write_surely(f"{END}:{job_id}:{attempt}")
+
+
+def write_surely(key: str) -> None:
+    """Written whatever happens to the connection: a cut session or a restarting server
+    makes it retry on a new connection, for up to a minute."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            SideEffect.objects.create(key=key, pid=os.getpid())
+            return
+        except DatabaseError:
+            if time.monotonic() > deadline:
+                raise
+            connection.close()
+            time.sleep(0.2)
+
+
+@jobs.job(name="rel.fault.sync", retries=RETRIES, backoff=short_wait)
+def fault_sync(seconds: float) -> None:
+    context = jobs.current()
+    assert context is not None
+    record_start()
+    try:
+        time.sleep(seconds)
+    finally:
+        record_end(context.job_id, context.attempt)
+
+
+@jobs.job(name="rel.fault.async", retries=RETRIES, backoff=short_wait)
+async def fault_async(seconds: float) -> None:
+    context = jobs.current()
+    assert context is not None
+    await sync_to_async(record_start)()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await sync_to_async(record_end)(context.job_id, context.attempt)
