@@ -185,10 +185,11 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
     def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
         if obj is not None and obj.status in FAILURE_FIRST and obj.last_error:
-            # What went wrong comes right under the status, above the payload.
+            # What went wrong comes first, on the first screen: Django 6.1 sets each
+            # read-only field's label above its value, which pushed it below the fold.
             failure = next(fieldset for fieldset in fieldsets if fieldset[0] == "Last failure")
             fieldsets.remove(failure)
-            fieldsets.insert(1, failure)
+            fieldsets.insert(0, failure)
         if obj is not None and links_of(obj).any:
             fieldsets.insert(2, self.workflow_fieldset)
         return fieldsets
