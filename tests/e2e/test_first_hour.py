@@ -25,6 +25,7 @@ def test_django_extensions_listed_first_is_named_by_the_check(tmp_path):
     assert "django_cronqueue.W005" in done.stderr, done.stderr
     assert "The runjobs command of 'django_extensions' shadows" in done.stderr
     assert "List \"django_cronqueue\" above 'django_extensions' in INSTALLED_APPS" in done.stderr
+    assert "or run the worker as manage.py cronqueue_worker" in done.stderr
     # Its runjobs, not ours, runs: the warning is what tells the user why.
     assert "minutely" in shadowed.manage("runjobs").stdout
 
@@ -32,6 +33,40 @@ def test_django_extensions_listed_first_is_named_by_the_check(tmp_path):
     done = fine.manage("check")
     assert done.returncode == 0
     assert "W005" not in done.stderr
+
+
+def test_cronqueue_worker_runs_the_jobs_where_another_apps_runjobs_shadows_ours(tmp_path):
+    """django-extensions listed above django_cronqueue (its settings appended with +=):
+    runjobs is its command; cronqueue_worker, with the same options, is ours whatever
+    the order."""
+    site = migrated(a_site(tmp_path, apps_first=("django_extensions",)))
+    shadowed = site.manage("runjobs", "--burst")
+    assert shadowed.returncode != 0
+    assert "unrecognized arguments: --burst" in shadowed.stderr
+
+    site.shell(ENQUEUE_THREE)
+    done = site.manage("cronqueue_worker", "--burst", "--concurrency", "2")
+    assert done.returncode == 0, done.stderr
+    assert "concurrency: 2, mode: burst" in done.stderr
+    assert done.stderr.count("succeeded in") == 2
+    assert site.shell(STATUSES).split()[-3:] == ["failed", "succeeded", "succeeded"]
+
+
+def test_cronqueue_worker_and_runjobs_are_one_command(tmp_path):
+    site = a_site(tmp_path)
+    worker, runjobs = (site.manage(name, "--help") for name in ("cronqueue_worker", "runjobs"))
+    assert worker.returncode == runjobs.returncode == 0
+    words = [
+        done.stdout.replace("cronqueue_worker", "runjobs").split() for done in (worker, runjobs)
+    ]
+    assert words[0] == words[1]  # the same options and help, however argparse wraps them
+    assert "runjobs and cronqueue_worker are the same command" in worker.stdout
+
+
+STATUSES = (
+    "from django_cronqueue.models import Job\n"
+    "print(*Job.objects.order_by('status').values_list('status', flat=True))"
+)
 
 
 ENQUEUE_WHILE_DRAINING = """
