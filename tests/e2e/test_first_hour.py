@@ -2,6 +2,7 @@
 defaults, SQLite, no LOGGING), in real manage.py processes."""
 
 import os
+import socket
 import time
 
 import pytest
@@ -219,3 +220,56 @@ def test_a_job_defined_in_tasks_py_is_reported_until_discover_lists_tasks(tmp_pa
     err = fixed.manage("runjobs", "--burst").stderr
     assert "Job shop.send_receipt #1 succeeded" in err, err
     assert "shop.send_receipt (queue default)" in err  # the banner lists it
+
+
+WEEKLY_ACTIVE = (
+    "from django_cronqueue.models import CronSchedule\n"
+    "rows = CronSchedule.objects.filter(name='shop.weekly_report')\n"
+    "print(*rows.values_list('active', flat=True))"
+)
+
+
+def weekly_active(site):
+    return site.shell(WEEKLY_ACTIVE).split()[-1:]
+
+
+def test_a_worker_that_misses_tasks_py_switches_off_no_schedule_a_live_worker_runs(tmp_path):
+    """shop.weekly_report is defined in tasks.py: a worker whose DISCOVER misses it
+    starts beside one that defines it (a rolling deploy, one host's settings behind)."""
+    full = migrated(a_site(tmp_path, cronqueue={"LEASE": 10, "DISCOVER": ["jobs", "tasks"]}))
+    lacking = a_site(tmp_path, cronqueue={"LEASE": 10})
+    worker = full.start("runjobs")
+    try:
+        deadline = time.monotonic() + 120
+        while weekly_active(full) != ["True"]:
+            assert time.monotonic() < deadline, "the full worker did not sync its schedules"
+            time.sleep(0.5)
+        done = lacking.manage("runjobs", "--burst")
+        assert done.returncode == 0, done.stderr
+        assert "marked inactive" not in done.stderr
+        assert "Cron schedule shop.weekly_report is not defined in the code of worker " in (
+            done.stderr
+        )
+        assert "but a live worker defines it: left active" in done.stderr
+        assert weekly_active(full) == ["True"]
+    finally:
+        worker.terminate()
+        _, worker_err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, worker_err
+    assert "Cron schedule" not in worker_err  # the full worker never had to switch it on
+
+    # The full worker is gone (a stopping worker deletes its row): now no live worker
+    # defines the schedule, and whoever switches it off or on says so.
+    host = socket.gethostname()
+    done = lacking.manage("runjobs", "--burst")
+    assert (
+        " WARNING Cron schedule shop.weekly_report is no longer defined in code: marked "
+        f"inactive by worker {host}:"
+    ) in done.stderr, done.stderr
+    assert weekly_active(full) == ["False"]
+    done = full.manage("runjobs", "--burst")
+    assert (
+        " WARNING Cron schedule shop.weekly_report is defined in code again: marked active by "
+        f"worker {host}:"
+    ) in done.stderr, done.stderr
+    assert weekly_active(full) == ["True"]
