@@ -270,8 +270,8 @@ class Scheduler:
         return [row for row in rows if _is_due(row, now)]
 
     def _recheck_due(self, alias: str, now: dt.datetime) -> bool:
-        """Whether schedules were left active for other workers a ``LEASE`` ago (or at a
-        ``now`` later than this one, as tests inject)."""
+        """Whether schedules were left active for other workers a ``LEASE`` or more
+        before ``now`` (or after it: a ``now`` from the past, as tests inject)."""
         if alias not in self._kept:
             return False
         since = self._kept[alias][1]
