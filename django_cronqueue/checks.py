@@ -292,7 +292,9 @@ def check_runjobs_not_shadowed(app_configs: Any = None, **kwargs: Any) -> list[C
             f"The runjobs command of {owner!r} shadows django-cronqueue's: it is listed "
             "above django_cronqueue in INSTALLED_APPS, so manage.py runjobs runs its "
             "command, not the cronqueue worker.",
-            hint=f'List "django_cronqueue" above {owner!r} in INSTALLED_APPS.',
+            hint=f'List "django_cronqueue" above {owner!r} in INSTALLED_APPS, or run the '
+            "worker as manage.py cronqueue_worker (the same command, under a name no other "
+            "app uses).",
             id=CHECK_ID.format("W005"),
         )
     ]

@@ -22,6 +22,7 @@ from .cronspec import DEFAULT_MAX_CATCH_UP, checked_spec
 from .enqueue import enqueue, enqueue_many
 from .models import Job
 from .on_commit import enqueue_on_commit
+from .option_hints import unknown_options
 from .registry import JobDefinition, LimitBy, OnFailed, default_name, define
 from .workflows import Signature, check_enqueue_after, enqueue_after
 
@@ -236,12 +237,18 @@ def job(
     retry_on: ExceptionOption | None = None,
     discard_on: ExceptionOption | None = None,
     soft_timeout: float | None = None,
+    **unsupported: Any,
 ) -> JobHandle | Decorator:
     """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
 
     def decorate(function: Callable[..., Any]) -> JobHandle:
         if not callable(function):
             raise ImproperlyConfigured(f"@jobs.job decorates a function, got {function!r}.")
+        if unsupported:  # Celery's max_retries=, bind=, ...: name what to write instead
+            job_name = name if name is not None else default_name(function)
+            raise TypeError(
+                unknown_options(f"Job {job_name!r}: @jobs.job()", unsupported, _options(job))
+            )
         handle = define(
             name if name is not None else default_name(function),
             function,
@@ -307,7 +314,9 @@ def cron(
             )
         if unsupported:
             raise ImproperlyConfigured(
-                f"Cron schedule {schedule!r}: unknown option(s) {', '.join(sorted(unsupported))}."
+                unknown_options(
+                    f"Cron schedule {schedule!r}: @jobs.cron()", unsupported, _options(cron)
+                )
             )
         spec = checked_spec(
             schedule,
@@ -338,6 +347,12 @@ def cron(
         return handle
 
     return decorate
+
+
+def _options(decorator: Callable[..., Any]) -> list[str]:
+    """The keyword options ``decorator`` takes."""
+    parameters = inspect.signature(decorator).parameters.values()
+    return [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
 
 
 def _check_cron_handler(schedule: str, function: Callable[..., Any]) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import os
+import socket
 from contextlib import nullcontext
 from typing import Any
 
@@ -41,6 +43,7 @@ from .exceptions import UnknownJob
 from .materialize import Occurrences, Planned, build_row, choose_occurrences, plan, write_batch
 from .models import CronSchedule, CronScheduleSource, Job, JobStatus
 from .notify import wake_workers
+from .observe.stranded import defined_names
 from .registry import JobDefinition, registry
 from .tracing import producer_span
 
@@ -69,23 +72,52 @@ def _spec(definition: JobDefinition) -> CronSpec:
 # --- syncing rows with the code -----------------------------------------------------
 
 
-def sync_schedules(now: dt.datetime) -> dict[str, CronSchedule]:
-    """Create missing rows (armed at ``now``), update changed ones, mark removed ones
-    inactive: of the code schedules only, whatever the number of dynamic ones. Returns
-    the rows of the schedules this process defines."""
+def this_process() -> str:
+    """How the logs name a process that is not a worker (``jobs.tick()``, a shell)."""
+    return f"process {socket.gethostname()}:{os.getpid()}"
+
+
+def sync_schedules(now: dt.datetime, actor: str | None = None) -> set[str]:
+    """Create missing rows (armed at ``now``), update changed ones (an inactive one
+    becomes active again), and mark inactive the active rows that neither this process
+    nor any live worker defines: of the code schedules only, whatever the number of
+    dynamic ones. Both changes of ``active`` are logged at WARNING naming ``actor`` (this
+    process). Returns the names of the rows left active for the live workers that
+    define them although this process does not."""
+    by = actor or this_process()
     definitions = registry.cron_definitions()
     rows = {row.name: row for row in _schedules().filter(source=CronScheduleSource.CODE)}
-    for name, row in rows.items():
-        if name not in definitions and row.active:
-            _schedules().filter(pk=row.pk, active=True).update(active=False, updated_at=now)
-            logger.info("Cron schedule %s is no longer defined in code: marked inactive", name)
-    synced = {}
+    undefined = [row for name, row in rows.items() if name not in definitions and row.active]
+    kept = _retire(undefined, now, by)
     for name, definition in definitions.items():
         existing = rows.get(name)
-        armed = _create(definition, now) if existing is None else _update(definition, existing, now)
-        if armed is not None:
-            synced[name] = armed
-    return synced
+        if existing is None:
+            _create(definition, now)
+        else:
+            _update(definition, existing, now, by)
+    return kept
+
+
+def _retire(undefined: list[CronSchedule], now: dt.datetime, by: str) -> set[str]:
+    """Mark inactive the rows of ``undefined`` (active rows this process's code lacks)
+    that no live worker defines either. One process's settings (a ``DISCOVER`` that
+    misses a module) must not switch off the schedules every other worker runs. Returns
+    the names left active."""
+    if not undefined:
+        return set()
+    elsewhere = defined_names(now) or set()
+    for row in undefined:
+        if row.name in elsewhere:
+            continue
+        if _schedules().filter(pk=row.pk, active=True).update(active=False, updated_at=now):
+            logger.warning(
+                "Cron schedule %s is no longer defined in code: marked inactive by %s, as "
+                "no live worker defines it either (a process that defines it marks it "
+                "active again)",
+                row.name,
+                by,
+            )
+    return {row.name for row in undefined if row.name in elsewhere}
 
 
 def _wanted(definition: JobDefinition) -> dict[str, Any]:
@@ -119,11 +151,20 @@ def _create(definition: JobDefinition, now: dt.datetime) -> CronSchedule | None:
     return row
 
 
-def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> CronSchedule:
+def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime, by: str) -> None:
     wanted = _wanted(definition)
     changed = {field: value for field, value in wanted.items() if getattr(row, field) != value}
     if not changed:
-        return row
+        return
+    if "active" in changed and _schedules().filter(pk=row.pk, active=False).update(
+        active=True, updated_at=now
+    ):
+        logger.warning(
+            "Cron schedule %s is defined in code again: marked active by %s (it was "
+            "inactive; its catch-up policy decides which missed occurrences run)",
+            row.name,
+            by,
+        )
     if "expression" in changed or "tz" in changed:
         next_runs = _spec(definition).next_runs(row.cursor or now, 1)
         changed["next_run"] = next_runs[0] if next_runs else None
@@ -131,7 +172,6 @@ def _update(definition: JobDefinition, row: CronSchedule, now: dt.datetime) -> C
     _schedules().filter(pk=row.pk).update(**changed)
     for field, value in changed.items():
         setattr(row, field, value)
-    return row
 
 
 # --- materializing ------------------------------------------------------------------
@@ -146,11 +186,19 @@ class Scheduler:
     A process materializes the code schedules it defines and the dynamic schedules of
     the jobs it defines: a dynamic schedule of a job it lacks (a rolling deploy) is left
     to a process that has it, and logged once.
+
+    ``actor`` names this process in the logs of the schedules it marks inactive or active
+    again (``"worker <id>"``). While it leaves active schedules it lacks because a live
+    worker defines them, it syncs again every ``LEASE`` seconds: once the last of those
+    workers is gone, the schedule is marked inactive.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, actor: str | None = None) -> None:
+        self.actor = actor
         self._synced: dict[str, tuple[JobDefinition, ...]] = {}
         self._unrunnable: set[tuple[str, str]] = set()
+        # Per alias: the schedules left active for other workers, and when that was seen.
+        self._kept: dict[str, tuple[set[str], dt.datetime]] = {}
 
     def materialize(self, now: dt.datetime) -> int:
         """Create the rows of every occurrence due by ``now``. Returns how many.
@@ -215,11 +263,32 @@ class Scheduler:
         if in_sync:
             rows = _due_or_named(now, definitions)
             in_sync = definitions.keys() <= {row.name for row in rows if row.active}
-        if not in_sync:
-            sync_schedules(now)
+        if not in_sync or self._recheck_due(alias, now):
+            self._note_kept(alias, sync_schedules(now, self.actor), now)
             self._synced[alias] = current
             rows = _due_or_named(now, {})
         return [row for row in rows if _is_due(row, now)]
+
+    def _recheck_due(self, alias: str, now: dt.datetime) -> bool:
+        """Whether schedules were left active for other workers a ``LEASE`` or more
+        before ``now`` (or after it: a ``now`` from the past, as tests inject)."""
+        if alias not in self._kept:
+            return False
+        since = self._kept[alias][1]
+        return now < since or (now - since).total_seconds() >= get_settings().LEASE
+
+    def _note_kept(self, alias: str, kept: set[str], now: dt.datetime) -> None:
+        earlier = self._kept.pop(alias, (set(), now))[0]
+        if not kept:
+            return
+        self._kept[alias] = (kept, now)
+        for name in sorted(kept - earlier):
+            logger.info(
+                "Cron schedule %s is not defined in the code of %s, but a live worker "
+                "defines it: left active (this process does not create its occurrences)",
+                name,
+                self.actor or this_process(),
+            )
 
 
 def _due_or_named(now: dt.datetime, definitions: dict[str, JobDefinition]) -> list[CronSchedule]:

@@ -120,11 +120,12 @@ class ClaimTally:
 
 class Housekeeping:
     """The housekeeping part of a tick, with its memory between ticks. A worker's slots
-    record their claims in ``tally``."""
+    record their claims in ``tally``; ``actor`` names the process in the logs of the
+    schedules it switches on or off (``"worker <id>"``; by default the host and pid)."""
 
-    def __init__(self) -> None:
+    def __init__(self, actor: str | None = None) -> None:
         self.tally = ClaimTally()
-        self.scheduler = Scheduler()
+        self.scheduler = Scheduler(actor)
         self.prune_clock = PruneClock()
         self.count_clock = PruneClock(history.COUNT_EVERY)
         self.archive_clock = PruneClock(archive.ARCHIVE_EVERY)

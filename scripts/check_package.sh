@@ -63,6 +63,8 @@ required = [
     "django_cronqueue/py.typed",
     "django_cronqueue/migrations/0001_initial.py",
     "django_cronqueue/management/commands/runjobs.py",
+    "django_cronqueue/management/commands/cronqueue_worker.py",
+    "django_cronqueue/management/worker_command.py",
     "django_cronqueue/management/commands/cronqueue_status.py",
     "django_cronqueue/management/commands/cronqueue_schedules.py",
     "django_cronqueue/static/django_cronqueue/admin.css",

@@ -105,7 +105,8 @@ class Worker(Heartbeat):
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
         self._skip_capped_until = 0.0
         self.unfinished: list[str] = []  # slots still in a handler when run() returned
-        self.housekeeping = Housekeeping()  # a fresh one: the first tick syncs every schedule
+        # A fresh one: the first tick syncs every schedule.
+        self.housekeeping = Housekeeping(f"worker {self.id}")
         self.stranded = StrandedWatch(settings.LEASE)
         self.storage = StorageWatch(settings.LEASE)
         self.floors = ClaimFloors(full_every=self.poll_interval)

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import logging
 from io import StringIO
 from zoneinfo import ZoneInfo
 
@@ -12,11 +13,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_cronqueue import jobs
+from django_cronqueue.conf import get_settings
 from django_cronqueue.models import CronSchedule, Job
 from django_cronqueue.registry import registry
-from django_cronqueue.scheduler import BACKFILL_CHUNK
+from django_cronqueue.scheduler import BACKFILL_CHUNK, Scheduler, this_process
 from django_cronqueue.ticks import Housekeeping
 from tests.cron_helpers import RUNS, UTC, local, minutes, schedule
+from tests.factories import WorkerFactory
 
 
 def materialize(now: dt.datetime) -> int:
@@ -167,19 +170,100 @@ def test_a_paused_schedule_creates_nothing_and_resuming_follows_catch_up():
         assert occurrences() == [utc(2026, 6, 1, 1, 0)]  # "latest" of the missed ones
 
 
-def test_a_schedule_removed_from_code_is_marked_inactive_and_never_fired():
+def test_a_schedule_removed_from_code_is_marked_inactive_and_never_fired(caplog):
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("* * * * *", tz="UTC"):
         materialize(armed)
     assert "tests.schedule" not in registry
-    jobs.tick(now=armed + dt.timedelta(minutes=10))
+    with caplog.at_level(logging.INFO, logger="django_cronqueue"):
+        jobs.tick(now=armed + dt.timedelta(minutes=10))
     row = CronSchedule.objects.get(name="tests.schedule")
     assert row.active is False
     assert occurrences() == []
-    with schedule("* * * * *", tz="UTC"):  # the code comes back
-        materialize(armed + dt.timedelta(minutes=11, seconds=1))
+    assert warnings(caplog) == [
+        f"Cron schedule tests.schedule is no longer defined in code: marked inactive by "
+        f"{this_process()}, as no live worker defines it either (a process that defines it "
+        "marks it active again)"
+    ]
+    caplog.clear()
+    with schedule("* * * * *", tz="UTC"), caplog.at_level(logging.INFO, logger="django_cronqueue"):
+        Scheduler("worker w2").materialize(armed + dt.timedelta(minutes=11, seconds=1))
         row.refresh_from_db()
         assert row.active is True
+    assert warnings(caplog) == [
+        "Cron schedule tests.schedule is defined in code again: marked active by worker w2 (it "
+        "was inactive; its catch-up policy decides which missed occurrences run)"
+    ]
+
+
+def warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def lease():
+    return dt.timedelta(seconds=get_settings().LEASE)
+
+
+def test_a_worker_that_lacks_a_schedule_a_live_worker_defines_leaves_it_active(caplog):
+    """A worker whose DISCOVER misses the module of a schedule starts beside workers
+    that define it: nothing changes, and nothing flaps when the next one starts."""
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("* * * * *", tz="UTC"):
+        Scheduler("worker full").materialize(armed)
+    WorkerFactory(id="full", job_names=["tests.schedule", "testapp.noop"], last_seen=armed)
+    lacking = Scheduler("worker lacking")
+    now = armed + dt.timedelta(seconds=20)
+    with caplog.at_level(logging.INFO, logger="django_cronqueue"):
+        lacking.materialize(now)
+        lacking.materialize(now + dt.timedelta(seconds=1))
+        assert CronSchedule.objects.get(name="tests.schedule").active is True
+        with schedule("* * * * *", tz="UTC"):  # the next full worker starts: nothing to do
+            Scheduler("worker full-2").materialize(now + dt.timedelta(minutes=1, seconds=1))
+    assert warnings(caplog) == []
+    assert (
+        caplog.text.count(
+            "Cron schedule tests.schedule is not defined in the code of worker lacking, but a live "
+            "worker defines it: left active (this process does not create its occurrences)"
+        )
+        == 1
+    )
+    assert occurrences() == [utc(2026, 6, 1, 0, 1)]  # by the worker that defines it
+
+
+def test_a_schedule_left_active_for_a_worker_goes_inactive_once_that_worker_is_gone(caplog):
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("* * * * *", tz="UTC"):
+        materialize(armed)
+    full = WorkerFactory(job_names=["tests.schedule"], last_seen=armed)
+    lacking = Scheduler("worker lacking")
+    lacking.materialize(armed)
+    full.delete()  # it stopped (a worker deletes its row as it exits)
+    with caplog.at_level(logging.WARNING, logger="django_cronqueue"):
+        lacking.materialize(armed + lease())
+    assert CronSchedule.objects.get(name="tests.schedule").active is False
+    assert warnings(caplog) == [
+        "Cron schedule tests.schedule is no longer defined in code: marked inactive by worker "
+        "lacking, as no live worker defines it either (a process that defines it marks it "
+        "active again)"
+    ]
+
+
+@pytest.mark.parametrize("other", ["dead", "older version", "defines other names"])
+def test_only_a_live_worker_that_recorded_the_name_keeps_a_schedule_active(other):
+    armed = utc(2026, 6, 1, 0, 0, 30)
+    with schedule("* * * * *", tz="UTC"):
+        materialize(armed)
+    if other == "dead":  # its heartbeat stopped more than three leases ago
+        WorkerFactory(job_names=["tests.schedule"], last_seen=armed - 3 * lease() - ONE_SECOND)
+    elif other == "older version":  # it records no names
+        WorkerFactory(job_names=None, last_seen=armed)
+    else:
+        WorkerFactory(job_names=["testapp.noop"], last_seen=armed)
+    Scheduler("worker lacking").materialize(armed)
+    assert CronSchedule.objects.get(name="tests.schedule").active is False
+
+
+ONE_SECOND = dt.timedelta(seconds=1)
 
 
 def test_run_now_enqueues_a_manual_run_without_touching_the_schedule():
@@ -354,13 +438,19 @@ def test_a_deleted_schedule_row_is_recreated_by_the_next_tick():
         assert occurrences() == [utc(2026, 6, 1, 0, 2)]
 
 
-def test_a_row_marked_inactive_elsewhere_is_reactivated_by_a_process_with_the_code():
+def test_a_row_marked_inactive_elsewhere_is_reactivated_by_a_process_with_the_code(caplog):
     armed = utc(2026, 6, 1, 0, 0, 30)
     with schedule("* * * * *", tz="UTC"):
         materialize(armed)
         CronSchedule.objects.filter(name="tests.schedule").update(active=False)
-        materialize(armed + dt.timedelta(minutes=1))
+        with caplog.at_level(logging.WARNING, logger="django_cronqueue"):
+            materialize(armed + dt.timedelta(minutes=1))
         assert CronSchedule.objects.get(name="tests.schedule").active is True
+    assert warnings(caplog) == [
+        f"Cron schedule tests.schedule is defined in code again: marked active by "
+        f"{this_process()} (it was inactive; its catch-up policy decides which missed "
+        "occurrences run)"
+    ]
 
 
 def test_a_starting_worker_brings_an_edited_row_back_in_line_with_the_code():

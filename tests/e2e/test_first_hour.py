@@ -2,6 +2,7 @@
 defaults, SQLite, no LOGGING), in real manage.py processes."""
 
 import os
+import socket
 import time
 
 import pytest
@@ -25,6 +26,7 @@ def test_django_extensions_listed_first_is_named_by_the_check(tmp_path):
     assert "django_cronqueue.W005" in done.stderr, done.stderr
     assert "The runjobs command of 'django_extensions' shadows" in done.stderr
     assert "List \"django_cronqueue\" above 'django_extensions' in INSTALLED_APPS" in done.stderr
+    assert "or run the worker as manage.py cronqueue_worker" in done.stderr
     # Its runjobs, not ours, runs: the warning is what tells the user why.
     assert "minutely" in shadowed.manage("runjobs").stdout
 
@@ -32,6 +34,40 @@ def test_django_extensions_listed_first_is_named_by_the_check(tmp_path):
     done = fine.manage("check")
     assert done.returncode == 0
     assert "W005" not in done.stderr
+
+
+def test_cronqueue_worker_runs_the_jobs_where_another_apps_runjobs_shadows_ours(tmp_path):
+    """django-extensions listed above django_cronqueue (its settings appended with +=):
+    runjobs is its command; cronqueue_worker, with the same options, is ours whatever
+    the order."""
+    site = migrated(a_site(tmp_path, apps_first=("django_extensions",)))
+    shadowed = site.manage("runjobs", "--burst")
+    assert shadowed.returncode != 0
+    assert "unrecognized arguments: --burst" in shadowed.stderr
+
+    site.shell(ENQUEUE_THREE)
+    done = site.manage("cronqueue_worker", "--burst", "--concurrency", "2")
+    assert done.returncode == 0, done.stderr
+    assert "concurrency: 2, mode: burst" in done.stderr
+    assert done.stderr.count("succeeded in") == 2
+    assert site.shell(STATUSES).split()[-3:] == ["failed", "succeeded", "succeeded"]
+
+
+def test_cronqueue_worker_and_runjobs_are_one_command(tmp_path):
+    site = a_site(tmp_path)
+    worker, runjobs = (site.manage(name, "--help") for name in ("cronqueue_worker", "runjobs"))
+    assert worker.returncode == runjobs.returncode == 0
+    words = [
+        done.stdout.replace("cronqueue_worker", "runjobs").split() for done in (worker, runjobs)
+    ]
+    assert words[0] == words[1]  # the same options and help, however argparse wraps them
+    assert "runjobs and cronqueue_worker are the same command" in worker.stdout
+
+
+STATUSES = (
+    "from django_cronqueue.models import Job\n"
+    "print(*Job.objects.order_by('status').values_list('status', flat=True))"
+)
 
 
 ENQUEUE_WHILE_DRAINING = """
@@ -184,3 +220,56 @@ def test_a_job_defined_in_tasks_py_is_reported_until_discover_lists_tasks(tmp_pa
     err = fixed.manage("runjobs", "--burst").stderr
     assert "Job shop.send_receipt #1 succeeded" in err, err
     assert "shop.send_receipt (queue default)" in err  # the banner lists it
+
+
+WEEKLY_ACTIVE = (
+    "from django_cronqueue.models import CronSchedule\n"
+    "rows = CronSchedule.objects.filter(name='shop.weekly_report')\n"
+    "print(*rows.values_list('active', flat=True))"
+)
+
+
+def weekly_active(site):
+    return site.shell(WEEKLY_ACTIVE).split()[-1:]
+
+
+def test_a_worker_that_misses_tasks_py_switches_off_no_schedule_a_live_worker_runs(tmp_path):
+    """shop.weekly_report is defined in tasks.py: a worker whose DISCOVER misses it
+    starts beside one that defines it (a rolling deploy, one host's settings behind)."""
+    full = migrated(a_site(tmp_path, cronqueue={"LEASE": 10, "DISCOVER": ["jobs", "tasks"]}))
+    lacking = a_site(tmp_path, cronqueue={"LEASE": 10})
+    worker = full.start("runjobs")
+    try:
+        deadline = time.monotonic() + 120
+        while weekly_active(full) != ["True"]:
+            assert time.monotonic() < deadline, "the full worker did not sync its schedules"
+            time.sleep(0.5)
+        done = lacking.manage("runjobs", "--burst")
+        assert done.returncode == 0, done.stderr
+        assert "marked inactive" not in done.stderr
+        assert "Cron schedule shop.weekly_report is not defined in the code of worker " in (
+            done.stderr
+        )
+        assert "but a live worker defines it: left active" in done.stderr
+        assert weekly_active(full) == ["True"]
+    finally:
+        worker.terminate()
+        _, worker_err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, worker_err
+    assert "Cron schedule" not in worker_err  # the full worker never had to switch it on
+
+    # The full worker is gone (a stopping worker deletes its row): now no live worker
+    # defines the schedule, and whoever switches it off or on says so.
+    host = socket.gethostname()
+    done = lacking.manage("runjobs", "--burst")
+    assert (
+        " WARNING Cron schedule shop.weekly_report is no longer defined in code: marked "
+        f"inactive by worker {host}:"
+    ) in done.stderr, done.stderr
+    assert weekly_active(full) == ["False"]
+    done = full.manage("runjobs", "--burst")
+    assert (
+        " WARNING Cron schedule shop.weekly_report is defined in code again: marked active by "
+        f"worker {host}:"
+    ) in done.stderr, done.stderr
+    assert weekly_active(full) == ["True"]

@@ -385,7 +385,11 @@ def test_w005_another_apps_runjobs_listed_first_shadows_ours():
         message = only(checks.check_runjobs_not_shadowed(), "W005")
     assert message.level == WARNING
     assert "'django_extensions'" in message.msg
-    assert message.hint == "List \"django_cronqueue\" above 'django_extensions' in INSTALLED_APPS."
+    assert message.hint == (
+        "List \"django_cronqueue\" above 'django_extensions' in INSTALLED_APPS, or run the "
+        "worker as manage.py cronqueue_worker (the same command, under a name no other app "
+        "uses)."
+    )
 
 
 def test_no_w005_when_django_cronqueue_is_listed_first():

@@ -51,6 +51,47 @@ def test_using_refuses_unknown_options_naming_the_job_and_the_allowed_ones():
     assert "allowed: after, dedupe_for, dedupe_key, delay, priority, queue, run_at" in message
 
 
+@pytest.mark.parametrize(
+    ("options", "fix"),
+    [
+        ({"max_retries": 3}, "max_retries=: use retries="),
+        ({"time_limit": 60}, "time_limit=: use timeout="),
+        ({"soft_time_limit": 50}, "soft_time_limit=: use soft_timeout="),
+        ({"autoretry_for": (KeyError,)}, "autoretry_for=: use retry_on="),
+        ({"dont_autoretry_for": (KeyError,)}, "dont_autoretry_for=: use discard_on="),
+        ({"bind": True}, "call jobs.current() inside it"),
+        ({"takes_context": True}, "call jobs.current() inside the handler"),
+        ({"queue_name": "emails"}, "queue_name=: use queue="),
+        ({"max_attempts": 3}, "max_attempts=: use retries= (retries after the first attempt"),
+        ({"catchup": "all"}, "use catch_up= ('latest', 'all' or 'none'), an option of @jobs.cron"),
+        ({"retrys": 3}, "retrys=: did you mean retries=?"),
+        ({"every": 5}, "every=: not an option (accepted: backoff, concurrency, dedupe_for,"),
+    ],
+)
+def test_an_option_of_another_tool_names_the_job_and_the_option_to_use(options, fix):
+    with pytest.raises(TypeError) as caught:
+
+        @jobs.job(name="shop.sync_account", **options)
+        def sync_account(account_id: int) -> None:
+            return None
+
+    message = str(caught.value)
+    assert message.startswith("Job 'shop.sync_account': @jobs.job() does not take ")
+    assert fix in message
+    assert "shop.sync_account" not in registry
+
+
+def test_every_unknown_option_gets_its_fix_in_one_message():
+    with pytest.raises(TypeError) as caught:
+        jobs.job(name="shop.render", time_limit=60, soft_time_limit=50)(lambda: None)
+    assert str(caught.value) == (
+        "Job 'shop.render': @jobs.job() does not take soft_time_limit=: use soft_timeout= "
+        "(seconds, below timeout=; raises jobs.SoftTimeLimitExceeded inside the handler); "
+        "time_limit=: use timeout= (seconds; past it the attempt fails with "
+        "jobs.TimeLimitExceeded, and the process pool kills the child)."
+    )
+
+
 def test_enqueue_many_refuses_one_dedupe_key_for_many_jobs():
     with pytest.raises(TypeError, match="dedupe_key"):
         test_jobs.record.using(dedupe_key="k").enqueue_many([{"key": "a"}])
@@ -70,10 +111,32 @@ def test_a_cron_handle_carries_its_checked_spec():
     assert hourly.max_attempts == 1
 
 
-def test_an_unknown_cron_option_is_refused_naming_it():
-    with pytest.raises(ImproperlyConfigured, match=r"'reports\.x': unknown option\(s\) every"):
+def test_an_unknown_cron_option_is_refused_naming_it_and_the_accepted_ones():
+    with pytest.raises(ImproperlyConfigured) as caught:
         jobs.cron("* * * * *", name="reports.x", every=5)(lambda run: None)
+    message = str(caught.value)
+    assert message.startswith("Cron schedule 'reports.x': @jobs.cron() does not take every=")
+    assert "accepted: backoff, catch_up, catch_up_window," in message
     assert "reports.x" not in registry
+
+
+@pytest.mark.parametrize(
+    ("options", "fix"),
+    [
+        ({"catchup": "all"}, "catchup=: use catch_up= ('latest', 'all' or 'none')"),
+        ({"catchup_window": 60}, "catchup_window=: use catch_up_window="),
+        ({"max_retries": 3}, "max_retries=: use retries="),
+        ({"time_limit": 60}, "time_limit=: use timeout="),
+        ({"timezone": "UTC"}, "timezone=: use tz="),
+        ({"overlapp": "skip"}, "overlapp=: did you mean overlap=?"),
+    ],
+)
+def test_a_cron_option_of_another_tool_names_the_one_to_use(options, fix):
+    with pytest.raises(ImproperlyConfigured) as caught:
+        jobs.cron("0 7 * * *", name="reports.morning", **options)(lambda run: None)
+    assert str(caught.value).startswith("Cron schedule 'reports.morning': @jobs.cron() does not")
+    assert fix in str(caught.value)
+    assert "reports.morning" not in registry
 
 
 @pytest.mark.parametrize(

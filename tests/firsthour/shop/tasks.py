@@ -6,3 +6,8 @@ from django_cronqueue import jobs
 @jobs.job
 def send_receipt(order_id: int) -> None:
     pass
+
+
+@jobs.cron("0 6 * * 1")
+def weekly_report(run: jobs.CronRun) -> None:
+    pass
