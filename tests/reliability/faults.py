@@ -37,6 +37,7 @@ DATABASE = "cronqueue_faults"
 WORKER_SETTINGS = "tests.reliability.worker_settings"
 POOLS = ("threads", "processes", "asyncio")
 T = TypeVar("T")
+BOUNCER_RETRY = "server_login_retry = 1\n"
 
 
 @dataclass(frozen=True)
@@ -388,7 +389,11 @@ def run_faults(plan: FaultPlan, report: Callable[[str], None] = print) -> Outcom
         if plan.pgbouncer:
             from .pgbouncer import PgBouncer
 
-            bouncer = PgBouncer("127.0.0.1", cluster.port, "postgres", pool_size=20)
+            # PgBouncer waits server_login_retry (15 s by default) after a failed login
+            # before it tries the server again: a restart's outage, lengthened by the pooler.
+            bouncer = PgBouncer(
+                "127.0.0.1", cluster.port, "postgres", pool_size=20, extra=BOUNCER_RETRY
+            )
             bouncer.start()
             port = bouncer.port
         folder = plan.folder or Path(tempfile.mkdtemp(prefix="cq-faults-"))

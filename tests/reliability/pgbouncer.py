@@ -40,7 +40,14 @@ class PgBouncer:
     """``start()`` runs it in the foreground of a child process (stopped by ``stop()``);
     it logs to ``log``. As root it runs as the ``postgres`` user: PgBouncer refuses root."""
 
-    def __init__(self, server_host: str, server_port: int, user: str, pool_size: int) -> None:
+    def __init__(
+        self,
+        server_host: str,
+        server_port: int,
+        user: str,
+        pool_size: int,
+        extra: str = "",
+    ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="cq-pgbouncer-"))
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -53,6 +60,7 @@ class PgBouncer:
                 folder=self.folder,
                 pool_size=pool_size,
             )
+            + extra
         )
         (self.folder / "userlist.txt").write_text(f'"{user}" ""\n')
         self.log = self.folder / "pgbouncer.log"

@@ -17,7 +17,7 @@ from unittest import mock
 from zoneinfo import ZoneInfo
 
 import pytest
-from cronsim import CronSim
+from cronsim import CronSim, CronSimError
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -665,6 +665,12 @@ def test_a_nearest_weekday_or_a_day_of_the_week_runs_on_either() -> None:
 @pytest.mark.parametrize("expression", CRONSIM_EDGES)
 def test_the_fields_edges_agree_with_cronsim(expression: str, zone: str) -> None:
     tz = ZoneInfo(zone)
+    try:
+        CronSim(expression, utc(2026, 1, 1))
+    except CronSimError:
+        # cronsim before 2.8 (the last for Python 3.10 is 2.7) refuses a day of the month
+        # that February never has even when a day of the week makes it fire.
+        pytest.skip(f"this cronsim refuses {expression!r}: no oracle")
     for start in (utc(2026, 1, 1), utc(2026, 3, 7, 12), utc(2026, 10, 31, 12)):
         expected = [
             t.astimezone(UTC)
