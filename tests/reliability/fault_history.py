@@ -8,7 +8,9 @@ docs/reliability.md publishes:
 2. Each ``succeeded`` row is backed by one complete run of its recorded attempt, and no
    attempt (one claim) runs twice.
 3. No run starts while an earlier run of the same job still executes on a worker that is
-   not stopped (a run that was killed ends at the fault that killed its process).
+   not stopped (a run that was killed ends at the fault that killed its process); a
+   process-pool child that went on while its worker alone was stopped is killed by the
+   worker as it resumes.
 4. No job fails for a reason the faults do not explain. Each job may retry far more often
    than the faults can make it fail, so a failed row is such a failure; and a handler whose
    first query meets a dead connection is explained once per handler slot after each cut or
@@ -17,7 +19,8 @@ docs/reliability.md publishes:
 5. Jobs held by a killed or stopped worker are claimed again within their lease plus one
    poll interval (plus ``GRACE`` for the machine's own delays); a database fault in that
    time adds itself and the workers' reconnection backoff.
-6. No worker exits by itself.
+6. No worker exits by itself, and none of its threads dies (a slot thread that dies leaves a
+   worker that looks alive and runs less, or nothing).
 
 Instants are epoch seconds of the one machine's clock (the handlers', the harness's and the
 database server's, all on this host).
@@ -53,10 +56,11 @@ class Held:
 @dataclass(frozen=True)
 class Fault:
     at: float
-    kind: str  # kill_worker, stop_worker, kill_child, cut_sessions, restart_server
+    kind: str  # kill_worker, stop_worker, stop_parent, kill_child, cut_sessions, restart_server
     pid: int | None = None  # the process signalled
     until: float | None = None  # a stop's end (SIGCONT)
     held: tuple[Held, ...] = ()
+    descendants: tuple[int, ...] = ()  # a killed process's children, which die with it
 
     def describe(self, origin: float) -> str:
         text = f"{self.at - origin:8.2f}s  {self.kind}"
@@ -106,6 +110,7 @@ class History:
     concurrency: int = 1  # handler slots per worker
     refusals: list[Refusal] = field(default_factory=list)
     unexpected_exits: list[tuple[int, int | None]] = field(default_factory=list)
+    dead_threads: list[str] = field(default_factory=list)  # "Exception in thread" in a log
 
     def runs_by_job(self) -> dict[int, list[Run]]:
         grouped: dict[int, list[Run]] = defaultdict(list)
@@ -178,7 +183,19 @@ def no_two_runs_at_once(history: History) -> list[Violation]:
             for later in runs[index + 1 :]:
                 if later.claimed + TOLERANCE >= end:
                     break
-                if not stopped(earlier, later.claimed, history.faults):
+                stop = stopped(earlier, later.claimed, history.faults)
+                if stop is not None and not ended_on_resume(earlier, end, stop):
+                    found.append(
+                        Violation(
+                            3,
+                            end,
+                            f"job {job}: the child {earlier.pid} went on with attempt "
+                            f"{earlier.attempt} {end - (stop.until or stop.at):.2f}s after its "
+                            f"worker {earlier.worker_pid} resumed, while attempt {later.attempt} "
+                            f"ran on worker {later.worker_pid}",
+                        )
+                    )
+                if stop is None:
                     found.append(
                         Violation(
                             3,
@@ -202,13 +219,13 @@ def end_of(run: Run, faults: list[Fault]) -> float | None:
         fault.at
         for fault in faults
         if fault.kind in ("kill_worker", "kill_child")
-        and fault.pid in (run.pid, run.worker_pid)
+        and {run.pid, run.worker_pid} & {fault.pid, *fault.descendants}
         and fault.at >= run.started - TOLERANCE
     ]
     ends += [
         fault.until
         for fault in faults
-        if fault.kind == "stop_worker"
+        if fault.kind in ("stop_worker", "stop_parent")
         and fault.until is not None
         and run.pid != run.worker_pid
         and fault.pid == run.worker_pid
@@ -217,15 +234,25 @@ def end_of(run: Run, faults: list[Fault]) -> float | None:
     return min(ends) if ends else None
 
 
-def stopped(run: Run, instant: float, faults: list[Fault]) -> bool:
-    """Whether the worker (with its children) of ``run`` was stopped at ``instant``."""
-    return any(
-        fault.kind == "stop_worker"
-        and fault.pid == run.worker_pid
-        and fault.until is not None
-        and fault.at <= instant <= fault.until
-        for fault in faults
-    )
+def stopped(run: Run, instant: float, faults: list[Fault]) -> Fault | None:
+    """The stop of ``run``'s worker (with its children, or alone) at ``instant``, if any."""
+    for fault in faults:
+        if (
+            fault.kind in ("stop_worker", "stop_parent")
+            and fault.pid == run.worker_pid
+            and fault.until is not None
+            and fault.at <= instant <= fault.until
+        ):
+            return fault
+    return None
+
+
+def ended_on_resume(run: Run, end: float, stop: Fault) -> bool:
+    """A child that went on while only its worker was stopped must be killed by the worker
+    as it resumes and finds the lease lost, before anything else."""
+    if stop.kind != "stop_parent" or run.pid == run.worker_pid:
+        return True
+    return end <= (stop.until or stop.at) + GRACE
 
 
 def no_job_fails(history: History) -> list[Violation]:
@@ -324,7 +351,7 @@ def no_worker_exits_by_itself(history: History) -> list[Violation]:
     return [
         Violation(6, None, f"worker pid {pid} exited by itself (exit code {code})")
         for pid, code in history.unexpected_exits
-    ]
+    ] + [Violation(6, None, f"a worker's thread died: {line}") for line in history.dead_threads]
 
 
 def return_delays(history: History) -> list[float]:

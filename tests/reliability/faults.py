@@ -58,7 +58,7 @@ class FaultPlan:
     def kinds(self) -> list[str]:
         kinds = ["kill_worker", "stop_worker", "cut_sessions"]
         if self.pool == "processes":
-            kinds.append("kill_child")
+            kinds += ["kill_child", "stop_parent"]
         if self.restarts:
             kinds.append("restart_server")
         return kinds
@@ -185,7 +185,7 @@ class Workers:
         self.runner = Runjobs(folder, WORKER_SETTINGS)
         self.alive: list[subprocess.Popen[bytes]] = []
         self.killed: set[int] = set()
-        self.stopped: dict[int, float] = {}  # pid -> when it gets SIGCONT
+        self.stopped: dict[int, tuple[float, bool]] = {}  # pid -> (SIGCONT's time, group)
 
     def start_one(self) -> None:
         settings = {
@@ -211,14 +211,15 @@ class Workers:
         process.wait(30)
         self.alive.remove(process)
 
-    def stop(self, process: subprocess.Popen[bytes], until: float) -> None:
-        os.killpg(process.pid, signal.SIGSTOP)
-        self.stopped[process.pid] = until
+    def stop(self, process: subprocess.Popen[bytes], until: float, group: bool = True) -> None:
+        """Stop the worker with its children (``group``), or the worker process alone."""
+        (os.killpg if group else os.kill)(process.pid, signal.SIGSTOP)
+        self.stopped[process.pid] = (until, group)
 
     def resume_due(self, now: float) -> None:
-        for pid, until in list(self.stopped.items()):
+        for pid, (until, group) in list(self.stopped.items()):
             if until <= now:
-                os.killpg(pid, signal.SIGCONT)
+                (os.killpg if group else os.kill)(pid, signal.SIGCONT)
                 del self.stopped[pid]
 
     def resume_all(self) -> None:
@@ -253,6 +254,13 @@ def children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(child) for child in text.split()]
+
+
+def descendants_of(pid: int) -> list[int]:
+    found = []
+    for child in children(pid):
+        found += [child, *descendants_of(child)]
+    return found
 
 
 def held_by(pid: int) -> tuple[Held, ...]:
@@ -303,15 +311,24 @@ class Injector:
         kind = self.random.choice(self.plan.kinds())
         running = self.workers.running()
         # Keep one worker going: a run where every worker is stopped tests nothing more.
-        if kind in ("kill_worker", "stop_worker", "kill_child") and len(running) < 2:
+        if kind in ("kill_worker", "stop_worker", "stop_parent", "kill_child") and len(running) < 2:
             kind = "cut_sessions"
         getattr(self, kind)(running)
 
     def kill_worker(self, running: list[subprocess.Popen[bytes]]) -> None:
         victim = self.random.choice(running)
+        descendants = tuple(descendants_of(victim.pid))
         at = time.time()
         self.workers.kill(victim)
-        self.faults.append(Fault(at, "kill_worker", victim.pid, held=settled_holdings(victim)))
+        self.faults.append(
+            Fault(
+                at,
+                "kill_worker",
+                victim.pid,
+                held=settled_holdings(victim),
+                descendants=descendants,
+            )
+        )
         self.workers.start_one()
 
     def stop_worker(self, running: list[subprocess.Popen[bytes]]) -> None:
@@ -323,14 +340,25 @@ class Injector:
             Fault(at, "stop_worker", victim.pid, until=until, held=settled_holdings(victim))
         )
 
+    def stop_parent(self, running: list[subprocess.Popen[bytes]]) -> None:
+        """The process pool's worker stopped while its children go on."""
+        victim = self.random.choice(running)
+        at = time.time()
+        until = at + self.plan.lease + self.random.uniform(*self.STOP_BEYOND_LEASE)
+        self.workers.stop(victim, until, group=False)
+        self.faults.append(
+            Fault(at, "stop_parent", victim.pid, until=until, held=settled_holdings(victim))
+        )
+
     def kill_child(self, running: list[subprocess.Popen[bytes]]) -> None:
         candidates = [child for process in running for child in children(process.pid)]
         if not candidates:
             return self.cut_sessions(running)
-        child = self.random.choice(candidates)
+        child = self.random.choice(candidates)  # a job's child, or the forker
+        descendants = tuple(children(child))
         at = time.time()
         os.kill(child, signal.SIGKILL)
-        self.faults.append(Fault(at, "kill_child", child))
+        self.faults.append(Fault(at, "kill_child", child, descendants=descendants))
         return None
 
     def cut_sessions(self, running: list[subprocess.Popen[bytes]]) -> None:
@@ -440,7 +468,9 @@ def _run(
     exits = workers.unexpected_exits()
     workers.terminate()
     history = read_history(plan, origin, injector.faults, exits)
-    (folder / "workers.log").write_text(workers.logs())
+    logs = workers.logs()
+    (folder / "workers.log").write_text(logs)
+    history.dead_threads = [line for line in logs.splitlines() if "Exception in thread" in line]
     return Outcome(
         plan=plan,
         history=history,

@@ -136,3 +136,29 @@ def test_a_database_fault_while_a_held_job_waits_adds_its_outage_and_the_backoff
     back = run(attempt=2, worker=WORKER_B, claimed=25.0, ended=26.0)
     assert check(history([succeeded(attempts=2)], [run(ended=None), back], [kill])) != []
     assert check(history([succeeded(attempts=2)], [run(ended=None), back], [kill, restart])) == []
+
+
+def test_a_child_that_goes_on_after_its_stopped_worker_resumes():
+    child = 150
+    first = run(attempt=1, pid=child, claimed=10.0, ended=30.0)
+    second = run(attempt=2, worker=WORKER_B, claimed=17.0, ended=18.0)
+    stop = Fault(11.0, "stop_parent", WORKER_A, until=19.0, held=(Held(1, 1, 16.5),))
+    found = check(history([succeeded(attempts=2)], [first, second], [stop]))
+    assert invariants(found) == [3]
+    assert "went on with attempt 1" in found[0].text
+    killed_on_resume = run(attempt=1, pid=child, claimed=10.0, ended=None)
+    assert check(history([succeeded(attempts=2)], [killed_on_resume, second], [stop])) == []
+
+
+def test_a_run_whose_parent_process_was_killed_ended_with_it():
+    forker, child = 110, 150
+    first = run(attempt=1, pid=child, claimed=10.0, ended=None)
+    second = run(attempt=2, worker=WORKER_B, claimed=13.0, ended=14.0)
+    kill = Fault(12.0, "kill_child", forker, descendants=(child,))
+    assert check(history([succeeded(attempts=2)], [first, second], [kill])) == []
+
+
+def test_a_thread_of_a_worker_that_died():
+    dead = history([], [])
+    dead.dead_threads = ["Exception in thread cronqueue-slot-2:"]
+    assert invariants(check(dead)) == [6]
