@@ -186,6 +186,15 @@ class Workers:
         self.alive: list[subprocess.Popen[bytes]] = []
         self.killed: set[int] = set()
         self.stopped: dict[int, tuple[float, bool]] = {}  # pid -> (SIGCONT's time, group)
+        self.may_exit: set[int] = set()  # workers whose forker was killed
+
+    def replace_exited(self) -> None:
+        """A worker that exited after its forker was killed is replaced, as a supervisor
+        would; any other exit is left for the checker."""
+        for process in list(self.alive):
+            if process.poll() is not None and process.pid in self.may_exit:
+                self.alive.remove(process)
+                self.start_one()
 
     def start_one(self) -> None:
         settings = {
@@ -229,7 +238,7 @@ class Workers:
         return [
             (process.pid, process.returncode)
             for process in self.runner.processes
-            if process.pid not in self.killed and process.poll() is not None
+            if process.pid not in self.killed | self.may_exit and process.poll() is not None
         ]
 
     def terminate(self) -> None:
@@ -351,11 +360,18 @@ class Injector:
         )
 
     def kill_child(self, running: list[subprocess.Popen[bytes]]) -> None:
-        candidates = [child for process in running for child in children(process.pid)]
+        """SIGKILL to one of a worker's pool processes: its forker (its one child) or a
+        job's child (the forker's). A worker whose forker died may stop; a supervisor
+        starts another in its place."""
+        candidates = [
+            (process, child) for process in running for child in descendants_of(process.pid)
+        ]
         if not candidates:
             return self.cut_sessions(running)
-        child = self.random.choice(candidates)  # a job's child, or the forker
-        descendants = tuple(children(child))
+        process, child = self.random.choice(candidates)
+        descendants = tuple(descendants_of(child))
+        if child in children(process.pid):
+            self.workers.may_exit.add(process.pid)
         at = time.time()
         os.kill(child, signal.SIGKILL)
         self.faults.append(Fault(at, "kill_child", child, descendants=descendants))
@@ -454,6 +470,7 @@ def _run(
             enqueue(plan, payload_random, due - enqueued)
             enqueued = due
         workers.resume_due(time.time())
+        workers.replace_exited()
         if time.monotonic() >= next_fault:
             injector.inject()
             next_fault = time.monotonic() + injector.next_pause()
@@ -464,6 +481,7 @@ def _run(
     report(f"{plan.pool}: {len(injector.faults)} faults in {plan.seconds:.0f}s; draining")
     deadline = time.monotonic() + plan.drain_timeout
     while not finished(plan.jobs) and time.monotonic() < deadline:
+        workers.replace_exited()
         time.sleep(0.5)
     exits = workers.unexpected_exits()
     workers.terminate()
