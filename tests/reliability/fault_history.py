@@ -7,10 +7,11 @@ docs/reliability.md publishes:
 1. Every job ends: none is left pending or running once the run has drained.
 2. Each ``succeeded`` row is backed by one complete run of its recorded attempt, and no
    attempt (one claim) runs twice.
-3. No run starts while an earlier run of the same job still executes on a worker that is
-   not stopped (a run that was killed ends at the fault that killed its process); a
-   process-pool child that went on while its worker alone was stopped is killed by the
-   worker as it resumes.
+3. No run starts while an earlier run of the same job still executes on a worker that was
+   not stopped past its lease (a run that was killed ends at the fault that killed its
+   process); a process-pool child that went on while its worker was stopped is killed by the
+   worker as it resumes. (A thread's handler, which nothing can stop, runs on to its end after
+   its worker resumes: docs/reliability.md, "Writing idempotent handlers".)
 4. No job fails for a reason the faults do not explain. Each job may retry far more often
    than the faults can make it fail, so a failed row is such a failure; and a handler whose
    first query meets a dead connection is explained once per handler slot after each cut or
@@ -235,22 +236,25 @@ def end_of(run: Run, faults: list[Fault]) -> float | None:
 
 
 def stopped(run: Run, instant: float, faults: list[Fault]) -> Fault | None:
-    """The stop of ``run``'s worker (with its children, or alone) at ``instant``, if any."""
+    """The stop of ``run``'s worker (with its children, or alone) that let its lease run
+    out before ``instant``: one that began after the run did. A thread's handler cannot be
+    stopped from outside: once its worker resumes it runs on to its end, beside the run
+    that took the job over (its outcome is discarded: the row moved on)."""
     for fault in faults:
         if (
             fault.kind in ("stop_worker", "stop_parent")
             and fault.pid == run.worker_pid
             and fault.until is not None
-            and fault.at <= instant <= fault.until
+            and run.started - TOLERANCE <= fault.at <= instant
         ):
             return fault
     return None
 
 
 def ended_on_resume(run: Run, end: float, stop: Fault) -> bool:
-    """A child that went on while only its worker was stopped must be killed by the worker
-    as it resumes and finds the lease lost, before anything else."""
-    if stop.kind != "stop_parent" or run.pid == run.worker_pid:
+    """A process-pool child must not go on past its worker's resumption: the worker, finding
+    the lease lost, kills it before anything else."""
+    if run.pid == run.worker_pid:
         return True
     return end <= (stop.until or stop.at) + GRACE
 

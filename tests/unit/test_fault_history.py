@@ -162,3 +162,10 @@ def test_a_thread_of_a_worker_that_died():
     dead = history([], [])
     dead.dead_threads = ["Exception in thread cronqueue-slot-2:"]
     assert invariants(check(dead)) == [6]
+
+
+def test_a_threads_handler_finishing_after_its_stopped_worker_resumed_is_allowed():
+    first = run(attempt=1, claimed=10.0, ended=19.2)  # the worker resumes at 19.0
+    second = run(attempt=2, worker=WORKER_B, claimed=19.1, ended=20.0)
+    stop = Fault(11.0, "stop_worker", WORKER_A, until=19.0, held=(Held(1, 1, 16.5),))
+    assert check(history([succeeded(attempts=2)], [first, second], [stop])) == []
