@@ -36,6 +36,11 @@ logger = logging.getLogger("django_cronqueue")
 
 CANCEL_POLL = 0.2  # seconds between a slot's looks at its job's cancel request
 RECORD_AFTER_KILL = 5.0  # seconds the slots get to give back jobs of killed children
+EXIT_FORKER_GONE = 4  # run()'s exit status when the forker died: no child can start
+
+
+class ForkerGone(Exception):
+    """The process pool's forker died (killed, out of memory): no child can be forked."""
 
 
 @dataclass
@@ -87,6 +92,7 @@ class ProcessWorker(Worker):
         self._children_lock = threading.Lock()
         self._forker: Forker | None = None
         self._giving_back = False  # shutdown: jobs of killed children go back to pending
+        self._forker_lost = False
 
     def run(self) -> int:
         # Fork the forker before the first connection or thread of this run.
@@ -99,14 +105,39 @@ class ProcessWorker(Worker):
             self._forker.close()
 
     def _start_slot(self, index: int) -> None:
-        self._children[f"cronqueue-slot-{index}"] = self._fork()
+        with contextlib.suppress(ForkerGone):  # the slot finds out, and gives back its jobs
+            self._children[f"cronqueue-slot-{index}"] = self._fork()
         super()._start_slot(index)
 
     def _fork(self) -> Child:
         assert self._forker is not None
-        pid, connection = self._forker.fork()
+        try:
+            pid, connection = self._forker.fork()
+        except OSError as exc:
+            self._forker_gone(exc)
+            raise ForkerGone from exc
         logger.info("Worker %s: started child process %s", self.id, pid)
         return Child(pid, connection)
+
+    def _forker_gone(self, exc: OSError) -> None:
+        """Stop the worker, which can start no child any more: its running children died
+        with the forker (and their jobs are recorded so), the claimed jobs go back at once,
+        and the supervisor starts the worker anew. A forker forked again from this
+        process, whose threads hold connections, would not start clean."""
+        with self._children_lock:
+            first, self._forker_lost = not self._forker_lost, True
+        if first:
+            self.exit_code = EXIT_FORKER_GONE
+            logger.error(
+                "Worker %s: the process pool's forker (pid %s) is gone (%s: %s); stopping "
+                "with status %s for the supervisor to start this worker anew",
+                self.id,
+                self._forker.pid if self._forker else "?",
+                type(exc).__name__,
+                exc,
+                EXIT_FORKER_GONE,
+            )
+            self.stop()
 
     def _slot_child(self) -> Child:
         name = threading.current_thread().name
@@ -189,7 +220,10 @@ class ProcessWorker(Worker):
         """Run ``assigned`` in the slot's child and record each outcome as it comes.
         Returns whether all were quick, and the jobs the child did not start (in order,
         no longer marked started) for the slot to send again."""
-        child = self._slot_child()
+        try:
+            child = self._slot_child()
+        except ForkerGone:
+            return True, self._unstarted(assigned)
         all_quick = True
         # lease_holds() let each of them start with half a lease left, at least.
         start_by = time.monotonic() + self.lease.total_seconds() / 2
