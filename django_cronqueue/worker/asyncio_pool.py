@@ -31,6 +31,7 @@ from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import DatabaseError, Error, InterfaceError, close_old_connections, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import signals
 from ..claiming import ClaimedJob
@@ -67,8 +68,10 @@ class AsyncioWorker(Worker):
         self._executor = ThreadPoolExecutor(
             SYNC_THREADS,
             thread_name_prefix="cronqueue-sync",
-            initializer=self._use_persistent_connections,
+            initializer=self._sync_thread_started,
         )
+        self._sync_connections: list[BaseDatabaseWrapper] = []  # of the executor's threads
+        self._sync_lock = threading.Lock()
         self._serving: Future[None] | None = None
         self._stop_serving: asyncio.Event | None = None
         self._handlers_context = contextvars.Context()  # see _serve
@@ -114,6 +117,28 @@ class AsyncioWorker(Worker):
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop_thread.join(5)
         self._executor.shutdown(wait=not self.unfinished)
+        if not self.unfinished:
+            self._close_sync_connections()
+
+    def _sync_thread_started(self) -> None:
+        """An executor thread for sync handlers: its connections kept open as a slot's
+        are, and known to the pool, which closes them once the thread has ended."""
+        self._use_persistent_connections()
+        with self._sync_lock:
+            self._sync_connections.extend(connections[alias] for alias in connections)
+
+    def _close_sync_connections(self) -> None:
+        """Close the connections of the executor's threads, which have ended (a wrapper
+        is closed only by its own thread unless sharing is allowed)."""
+        with self._sync_lock:
+            wrappers, self._sync_connections = self._sync_connections, []
+        for wrapper in wrappers:
+            wrapper.inc_thread_sharing()
+            try:
+                with suppress(Error):
+                    wrapper.close()
+            finally:
+                wrapper.dec_thread_sharing()
 
     def _start_slot(self, index: int) -> None:
         if index == 0:  # one slot claims for the whole loop

@@ -29,9 +29,7 @@ def run_round(prefix: str, count: int) -> list[Job]:
     """``count`` sync and ``count`` async jobs that query the database; their rows once
     every one has ended."""
     sync = jobs.enqueue_many(rel.queries, [{"key": f"{prefix}-s{i}"} for i in range(count)])
-    async_ = jobs.enqueue_many(
-        rel.async_queries, [{"key": f"{prefix}-a{i}"} for i in range(count)]
-    )
+    async_ = jobs.enqueue_many(rel.async_queries, [{"key": f"{prefix}-a{i}"} for i in range(count)])
     ids = [job.pk for job in [*sync, *async_]]
     wait_until(
         lambda: Job.objects.filter(pk__in=ids, status__in=ENDED).count() == len(ids),
