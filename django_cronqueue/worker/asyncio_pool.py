@@ -71,6 +71,7 @@ class AsyncioWorker(Worker):
             initializer=self._sync_thread_started,
         )
         self._sync_connections: list[BaseDatabaseWrapper] = []  # of the executor's threads
+        self._async_connections: list[BaseDatabaseWrapper] = []  # of async handlers' thread
         self._sync_lock = threading.Lock()
         self._serving: Future[None] | None = None
         self._stop_serving: asyncio.Event | None = None
@@ -94,7 +95,7 @@ class AsyncioWorker(Worker):
         self._stop_serving = asyncio.Event()
         async with ThreadSensitiveContext():
             try:
-                await sync_to_async(self._use_persistent_connections)()
+                await sync_to_async(self._async_thread_started)()
                 self._handlers_context = contextvars.copy_context()
                 entered.set_result(None)
                 await self._stop_serving.wait()
@@ -104,6 +105,16 @@ class AsyncioWorker(Worker):
                 raise
             finally:
                 await sync_to_async(connections.close_all)()
+
+    def _async_thread_started(self) -> None:
+        self._use_persistent_connections()
+        self._async_connections = [connections[alias] for alias in connections]
+
+    async def _renew_async_connections(self) -> None:
+        """close_old_connections() on the thread of the handlers' sync code; not worth
+        a trip to it while it has no connection open (handlers that never query)."""
+        if any(wrapper.connection is not None for wrapper in self._async_connections):
+            await sync_to_async(close_old_connections)()
 
     def _stop_loop(self) -> None:
         """Close the handlers' connections and stop the loop; with handlers still running
@@ -274,7 +285,7 @@ class AsyncioWorker(Worker):
     ) -> Any:
         """An ``async def`` handler, cancelled at its timeout (``TimeLimitExceeded``), with
         the connections of its sync code's thread renewed before and after it."""
-        await sync_to_async(close_old_connections)()
+        await self._renew_async_connections()
         try:
             return await run_cancellable(
                 context,
@@ -286,7 +297,7 @@ class AsyncioWorker(Worker):
             )
         finally:
             with suppress(Error):
-                await sync_to_async(close_old_connections)()
+                await self._renew_async_connections()
 
     def _record_finished(self, recorder: Recorder) -> None:
         while True:
