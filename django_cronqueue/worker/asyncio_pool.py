@@ -107,6 +107,8 @@ class AsyncioWorker(Worker):
                 await sync_to_async(connections.close_all)()
 
     def _async_thread_started(self) -> None:
+        """The thread of async handlers' sync code: its connections kept open as a
+        slot's are, and known to the pool (``_renew_async_connections``)."""
         self._use_persistent_connections()
         self._async_connections = [connections[alias] for alias in connections]
 
@@ -193,7 +195,9 @@ class AsyncioWorker(Worker):
         """Runs in flight that a graceful stop and ``--burst`` wait for: all but those
         past their timeout (which the thread pool does not wait for either)."""
         with self._held_lock:
-            overran = sum(1 for held in self._held.values() if held.abandoned)
+            overran = sum(
+                1 for held in self._held.values() if held.abandoned and held.deadline is not None
+            )
         return self._in_flight - overran
 
     def _set_aside(self, held: HeldJob) -> list[ClaimedJob]:
@@ -208,7 +212,7 @@ class AsyncioWorker(Worker):
     def _unfinished_runs(self) -> tuple[list[str], list[str]]:
         """(runs still in flight that the shutdown waited for, runs past their timeout)."""
         with self._held_lock:
-            running = [held for held in self._held.values() if held.started and held.deadline]
+            running = [held for held in self._held.values() if held.deadline is not None]
         names = {id(held): f"{held.job.name} #{held.job.id}" for held in running}
         overran = [names[id(held)] for held in running if held.abandoned]
         on_time = [names[id(held)] for held in running if not held.abandoned]
