@@ -12,9 +12,9 @@ Handlers get the connections Django gives a request: those of the thread they ru
 (an executor thread; for ``async def`` handlers, the one thread of the pool that their
 ``sync_to_async`` calls and the async ORM run on) are closed before and after each job
 when unusable or past their age, so a database restart or a killed session costs at
-most the runs that were using it. A handler past its timeout keeps one of the pool's
-places until it returns; a graceful stop and ``--burst`` still wait for every other
-run."""
+most the runs that meet the dead session (none with ``CONN_HEALTH_CHECKS``). A handler
+past its timeout keeps one of the pool's places until it returns; a graceful stop and
+``--burst`` still wait for every other run."""
 
 from __future__ import annotations
 
