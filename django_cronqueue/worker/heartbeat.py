@@ -100,22 +100,31 @@ class Heartbeat(DatabaseRetry):
             if self._held.get(held.job.id) is not held or held.deadline is None:
                 return  # it returned meanwhile
             held.abandoned = True
-            self._overran_slots.add(held.slot)
-            batch = [other.job for other in self._held.values() if other.slot == held.slot]
+            batch = self._set_aside(held)
         job = held.job
         held.context.request_cancel()
         logger.error(
             "Job %s #%s ran past its timeout; it is asked to stop, keeps its lease until it "
-            "returns (its run then fails) and %s takes no new work meanwhile",
+            "returns (its run then fails) and %s",
             job.name,
             job.id,
-            held.slot,
+            self._overrun_note(held),
             extra={"job_id": job.id, "job_name": job.name, "outcome": "timed_out"},
         )
         self._give_back(batch)
         definition = registry.get(job.name)
         timeout = definition.effective_timeout if definition else 0.0
         signals.send(signals.job_timed_out, job.name, job=job, timeout=timeout)
+
+    def _set_aside(self, held: HeldJob) -> list[ClaimedJob]:
+        """Under the held lock, ``held`` having overrun: its slot takes no new work until
+        it returns. Returns the jobs its slot claimed with it, to give back."""
+        self._overran_slots.add(held.slot)
+        return [other.job for other in self._held.values() if other.slot == held.slot]
+
+    def _overrun_note(self, held: HeldJob) -> str:
+        """What the overrun of ``held`` means for its slot, for the log."""
+        return f"{held.slot} takes no new work meanwhile"
 
     def _exit_stuck(self, stuck: list[HeldJob]) -> None:
         """Handlers stayed past their timeout and the grace: exit (status ``EXIT_STUCK``)

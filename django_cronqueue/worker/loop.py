@@ -181,8 +181,7 @@ class Worker(Heartbeat):
         deadline = time.monotonic() + self.shutdown_timeout
         for thread in self._working_slots():
             thread.join(max(0.0, deadline - time.monotonic()))
-        still_running = [thread.name for thread in self._working_slots()]
-        overran = [thread.name for thread in self._overran_slot_threads()]
+        still_running, overran = self._unfinished_runs()
         self.unfinished = still_running + overran
         if overran:
             logger.warning(
@@ -201,6 +200,12 @@ class Worker(Heartbeat):
         self._with_database_retry(self._unregister, attempts=1)
         logger.info("Worker %s stopped", self.id)
         return self.exit_code
+
+    def _unfinished_runs(self) -> tuple[list[str], list[str]]:
+        """(slots still in a handler after the shutdown's wait, slots in a handler past
+        its timeout), by name."""
+        still_running = [thread.name for thread in self._working_slots()]
+        return still_running, [thread.name for thread in self._overran_slot_threads()]
 
     def stop(self) -> None:
         with self._wake_lock:  # from now on no slot clears wake: each sees the stop

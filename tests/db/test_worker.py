@@ -84,6 +84,29 @@ def test_an_in_process_run_stops_every_thread_it_started_and_closes_their_sessio
     assert left == []
 
 
+def test_an_in_process_asyncio_run_stops_its_threads_and_closes_its_handlers_sessions():
+    """The asyncio pool's handlers connect from its executor's threads (sync handlers)
+    and from the thread of their ``sync_to_async`` calls (async ones): a burst closes
+    those sessions and leaves none of its threads behind."""
+    for index in range(5):
+        jobs.enqueue(test_jobs.record, {"key": f"k{index}"})
+        jobs.enqueue(test_jobs.async_record, {"key": f"a{index}"})
+    before_threads = set(threading.enumerate())
+    before_sessions = database_sessions()
+
+    call_command("runjobs", "--burst", "--pool", "asyncio", "--concurrency", "4")
+
+    assert Job.objects.filter(status="succeeded").count() == 10
+    deadline = time.monotonic() + 10
+    while database_sessions() != before_sessions and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert database_sessions() == before_sessions
+    deadline = time.monotonic() + 10
+    while set(threading.enumerate()) - before_threads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [thread.name for thread in set(threading.enumerate()) - before_threads] == []
+
+
 def test_an_in_process_run_restores_the_callers_signal_handlers_and_connection_settings():
     jobs.enqueue(test_jobs.record, {"key": "k"})
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}

@@ -499,3 +499,64 @@ async def async_short_timeout(key: str, seconds: float) -> dict:
     await asyncio.sleep(seconds)
     await sync_to_async(mark)("end", key)
     return {"key": key}
+
+
+# --- the asyncio pool: connections, shutdown, a handler's own TimeoutError ------------
+
+
+@jobs.job(name="rel.pool.queries", retries=12, backoff=no_wait)
+def queries(key: str) -> None:
+    """Queries the database from the thread it runs on (the asyncio pool's executor)."""
+    mark("end", key)
+
+
+@jobs.job(name="rel.pool.async_queries", retries=12, backoff=no_wait)
+async def async_queries(key: str) -> None:
+    """Queries the database through the async ORM (``sync_to_async``'s thread)."""
+    await SideEffect.objects.acreate(key=f"end:{key}", pid=os.getpid())
+
+
+@jobs.job(name="rel.pool.async_held", timeout=600, retries=3, backoff=no_wait)
+async def async_held(key: str) -> None:
+    """Marks its start, then awaits a ``release:<key>`` mark (at most 5 min), marks its end."""
+    from asgiref.sync import sync_to_async
+
+    released = sync_to_async(SideEffect.objects.filter(key=f"release:{key}").exists)
+    await sync_to_async(mark)("start", key)
+    for _ in range(3000):
+        if await released():
+            break
+        await asyncio.sleep(0.1)
+    await sync_to_async(mark)("end", key)
+
+
+class UpstreamTimedOut(TimeoutError):
+    """What an HTTP client raises when its own deadline passes."""
+
+
+@jobs.job(
+    name="rel.pool.upstream_timeout",
+    timeout=30,
+    retries=2,
+    retry_on=(TimeoutError,),
+    backoff=no_wait,
+)
+def upstream_timeout(key: str) -> None:
+    """Its upstream call times out at once: an ordinary error, retried by ``retry_on``."""
+    mark("start", key)
+    raise UpstreamTimedOut(f"{key}: the upstream call timed out")
+
+
+@jobs.job(
+    name="rel.pool.async_upstream_timeout",
+    timeout=30,
+    retries=2,
+    retry_on=(TimeoutError,),
+    backoff=no_wait,
+)
+async def async_upstream_timeout(key: str) -> None:
+    """``asyncio.wait_for`` around its upstream call raises TimeoutError: retried."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(mark)("start", key)
+    await asyncio.wait_for(asyncio.sleep(60), 0.01)

@@ -263,12 +263,19 @@ def test_a_quick_success_waiting_in_its_batch_behind_a_slow_job_keeps_its_lease(
     assert runjobs.stop(worker) == 0, log
 
 
+@pytest.mark.parametrize("pool", ["threads", "asyncio"])
 @pytest.mark.parametrize("name", ["rel.tracked", "rel.async_sleep"])
-def test_sigterm_with_a_handler_longer_than_the_shutdown_timeout_exits_0_on_time(runjobs, name):
+def test_sigterm_with_a_handler_longer_than_the_shutdown_timeout_exits_0_on_time(
+    runjobs, name, pool
+):
     lease = 2
     job = jobs.enqueue(name, {"key": "long", "seconds": 40})
     worker = runjobs.start(
-        "--shutdown-timeout", "1", settings={"LEASE": lease, "POLL_INTERVAL": 0.2}
+        "--pool",
+        pool,
+        "--shutdown-timeout",
+        "1",
+        settings={"LEASE": lease, "POLL_INTERVAL": 0.2},
     )
     wait_until(lambda: Job.objects.filter(pk=job.pk, status="running").exists(), timeout=30)
     time.sleep(0.5)

@@ -23,3 +23,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "levelled"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
 }
+
+# CONN_HEALTH_CHECKS (Django 4.1): a connection is checked before it is reused.
+if os.environ.get("CRONQUEUE_TEST_CONN_HEALTH_CHECKS"):
+    from tests.settings import DATABASES
+
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
