@@ -237,15 +237,16 @@ def end_of(run: Run, faults: list[Fault]) -> float | None:
 
 def stopped(run: Run, instant: float, faults: list[Fault]) -> Fault | None:
     """The stop of ``run``'s worker (with its children, or alone) that let its lease run
-    out before ``instant``: one that began after the run did. A thread's handler cannot be
-    stopped from outside: once its worker resumes it runs on to its end, beside the run
-    that took the job over (its outcome is discarded: the row moved on)."""
+    out before ``instant``: one that began after the run's claim (its recorded start may
+    come after its real one: a handler stopped before it wrote it). A thread's handler
+    cannot be stopped from outside: once its worker resumes it runs on to its end, beside
+    the run that took the job over (its outcome is discarded: the row moved on)."""
     for fault in faults:
         if (
             fault.kind in ("stop_worker", "stop_parent")
             and fault.pid == run.worker_pid
             and fault.until is not None
-            and run.started - TOLERANCE <= fault.at <= instant
+            and run.claimed - TOLERANCE <= fault.at <= instant
         ):
             return fault
     return None
