@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-GRACE = 5.0  # seconds a loaded machine may add to a claim that is due
+GRACE = 8.0  # seconds a loaded machine may add to a claim that is due
 TOLERANCE = 0.05  # the database's and Python's reading of the same clock
 
 
@@ -42,7 +42,8 @@ class Run:
     attempt: int
     worker_pid: int  # the runjobs process that claimed it
     pid: int  # the process that ran the handler (a child in the process pool)
-    claimed: float  # the claim's instant (the row's started_at)
+    claimed: float | None  # the claim's instant (the row's started_at); None: unknown, the
+    # handler began after a later claim had taken the row over (its worker was stopped)
     started: float
     ended: float | None  # None: no end was recorded (its process was killed)
 
@@ -115,7 +116,7 @@ class History:
 
     def runs_by_job(self) -> dict[int, list[Run]]:
         grouped: dict[int, list[Run]] = defaultdict(list)
-        for run in sorted(self.runs, key=lambda run: (run.claimed, run.attempt)):
+        for run in sorted(self.runs, key=lambda run: run.attempt):  # one claim per attempt
             grouped[run.job].append(run)
         return grouped
 
@@ -182,9 +183,10 @@ def no_two_runs_at_once(history: History) -> list[Violation]:
                 )
                 continue
             for later in runs[index + 1 :]:
-                if later.claimed + TOLERANCE >= end:
-                    break
-                stop = stopped(earlier, later.claimed, history.faults)
+                claimed = claim_of(later)
+                if claimed + TOLERANCE >= end:
+                    continue
+                stop = stopped(earlier, claimed, history.faults)
                 if stop is not None and not ended_on_resume(earlier, end, stop):
                     found.append(
                         Violation(
@@ -200,9 +202,9 @@ def no_two_runs_at_once(history: History) -> list[Violation]:
                     found.append(
                         Violation(
                             3,
-                            later.claimed,
+                            claimed,
                             f"job {job}: attempt {later.attempt} was claimed by worker "
-                            f"{later.worker_pid} {end - later.claimed:.2f}s before attempt "
+                            f"{later.worker_pid} {end - claimed:.2f}s before attempt "
                             f"{earlier.attempt} ended on worker {earlier.worker_pid}, "
                             "which was not stopped",
                         )
@@ -235,6 +237,11 @@ def end_of(run: Run, faults: list[Fault]) -> float | None:
     return min(ends) if ends else None
 
 
+def claim_of(run: Run) -> float:
+    """When ``run`` was claimed: its claim's instant, or at the latest its start."""
+    return run.claimed if run.claimed is not None else run.started
+
+
 def stopped(run: Run, instant: float, faults: list[Fault]) -> Fault | None:
     """The stop of ``run``'s worker (with its children, or alone) that let its lease run
     out before ``instant``: one that began after the run's claim (its recorded start may
@@ -246,7 +253,8 @@ def stopped(run: Run, instant: float, faults: list[Fault]) -> Fault | None:
             fault.kind in ("stop_worker", "stop_parent")
             and fault.pid == run.worker_pid
             and fault.until is not None
-            and run.claimed - TOLERANCE <= fault.at <= instant
+            and (run.claimed is None or run.claimed - TOLERANCE <= fault.at)
+            and fault.at <= instant
         ):
             return fault
     return None
@@ -325,13 +333,13 @@ def held_jobs_come_back(history: History) -> list[Violation]:
                 )
                 continue
             due = claim_due(held.lease_until, history)
-            if later[0].claimed > due:
+            if claim_of(later[0]) > due:
                 found.append(
                     Violation(
                         5,
                         fault.at,
                         f"job {held.job}, held by pid {fault.pid} ({fault.kind}), was claimed "
-                        f"again {later[0].claimed - held.lease_until:.1f}s after its lease ended",
+                        f"again {claim_of(later[0]) - held.lease_until:.1f}s after its lease ended",
                     )
                 )
     return found
@@ -367,7 +375,7 @@ def return_delays(history: History) -> list[float]:
         for held in fault.held:
             later = [run for run in runs.get(held.job, []) if run.attempt > held.attempt]
             if later:
-                delays.append(later[0].claimed - held.lease_until)
+                delays.append(claim_of(later[0]) - held.lease_until)
     return delays
 
 

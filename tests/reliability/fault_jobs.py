@@ -3,10 +3,10 @@
 Each run records its start and its end as ``SideEffect`` rows, keyed by job and attempt:
 ``fault-start:<job>:<attempt>:<worker pid>:<claimed at>`` and ``fault-end:<job>:<attempt>``
 (``pid``: the process that ran the handler, a child in the process pool). The claim's instant
-(the row's ``started_at``, epoch seconds) lets the checker tell when another run was
-allowed to begin. The end is written in a ``finally`` and retried across a dead connection,
-so a run without an end was killed. The workers discover this module through
-``CRONQUEUE["DISCOVER"]``, the harness imports it.
+(the row's ``started_at``, epoch seconds, or ``-`` when the row had moved on to a later
+claim) lets the checker tell when another run was allowed to begin. The end is written in
+a ``finally`` and retried across a dead connection, so a run without an end was killed.
+The workers discover this module through ``CRONQUEUE["DISCOVER"]``, the harness imports it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connection
@@ -38,16 +39,29 @@ def record_start() -> None:
     context = jobs.current()
     assert context is not None
     try:
-        claimed_at, worker_id = Job.objects.values_list("started_at", "worker_id").get(
-            pk=context.job_id
+        # The row's claim instant, while the row is still this attempt's: a handler that
+        # starts after its lease ran out (its worker stopped) finds the row moved on.
+        claimed_at = (
+            Job.objects.filter(pk=context.job_id, attempts=context.attempt)
+            .values_list("started_at", flat=True)
+            .first()
         )
-        worker_pid = worker_id.split(":")[1]
-        claimed = f"{claimed_at.timestamp():.3f}"
-        key = f"{START}:{context.job_id}:{context.attempt}:{worker_pid}:{claimed}"
+        claimed = f"{claimed_at.timestamp():.3f}" if claimed_at else "-"
+        key = f"{START}:{context.job_id}:{context.attempt}:{worker_pid()}:{claimed}"
         SideEffect.objects.create(key=key, pid=os.getpid())
     except DatabaseError as error:
         write_aside(f"{REFUSED}:{context.job_id}:{context.attempt}:{type(error).__name__}")
         raise
+
+
+def worker_pid() -> int:
+    """The ``runjobs`` process this handler runs for: this process, or in the process
+    pool the parent of its parent (the forker, a fork of the worker with its command line)."""
+    parent = os.getppid()
+    if b"runjobs" not in Path(f"/proc/{parent}/cmdline").read_bytes():
+        return os.getpid()
+    stat = Path(f"/proc/{parent}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def write_aside(key: str) -> None:

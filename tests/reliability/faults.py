@@ -531,7 +531,7 @@ def read_history(
                     attempt=int(attempt),
                     worker_pid=int(worker_pid),
                     pid=pid,
-                    claimed=float(claimed),
+                    claimed=None if claimed == "-" else float(claimed),
                     started=created_at.timestamp(),
                     ended=ends.get((int(job), int(attempt))),
                 )

@@ -133,7 +133,7 @@ def test_a_worker_that_exits_by_itself():
 def test_a_database_fault_while_a_held_job_waits_adds_its_outage_and_the_backoff():
     kill = Fault(12.0, "kill_worker", WORKER_A, held=(Held(1, 1, 16.5),))
     restart = Fault(16.0, "restart_server", until=16.5)
-    back = run(attempt=2, worker=WORKER_B, claimed=25.0, ended=26.0)
+    back = run(attempt=2, worker=WORKER_B, claimed=27.0, ended=28.0)
     assert check(history([succeeded(attempts=2)], [run(ended=None), back], [kill])) != []
     assert check(history([succeeded(attempts=2)], [run(ended=None), back], [kill, restart])) == []
 
@@ -169,3 +169,10 @@ def test_a_threads_handler_finishing_after_its_stopped_worker_resumed_is_allowed
     second = run(attempt=2, worker=WORKER_B, claimed=19.1, ended=20.0)
     stop = Fault(11.0, "stop_worker", WORKER_A, until=19.0, held=(Held(1, 1, 16.5),))
     assert check(history([succeeded(attempts=2)], [first, second], [stop])) == []
+
+
+def test_a_handler_that_began_after_its_row_moved_on_counts_from_its_start():
+    late = run(attempt=1, claimed=None, started=20.0, ended=20.5)  # its worker was stopped
+    second = run(attempt=2, worker=WORKER_B, claimed=17.0, ended=18.0)
+    stop = Fault(11.0, "stop_worker", WORKER_A, until=19.9, held=(Held(1, 1, 16.5),))
+    assert check(history([succeeded(attempts=2)], [late, second], [stop])) == []
