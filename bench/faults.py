@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -31,7 +32,18 @@ from tests.reliability.fault_history import explain, return_delays  # noqa: E402
 from tests.reliability.faults import POOLS, FaultPlan, run_faults, summary  # noqa: E402
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM ends the run as Ctrl-C does: its workers and its cluster are stopped."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main() -> int:
+    stop_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", choices=POOLS, required=True)
     parser.add_argument("--jobs", type=int, default=3000)

@@ -15,6 +15,7 @@ PgBouncer in transaction mode, without ``DISABLE_SERVER_SIDE_CURSORS``.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -256,6 +257,13 @@ class Workers:
     def logs(self) -> str:
         return self.runner.logs()
 
+    def kill_all(self) -> None:
+        for process in self.runner.processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+
 
 def children(pid: int) -> list[int]:
     try:
@@ -453,6 +461,20 @@ def _run(
     plan: FaultPlan, cluster: Cluster, port: int, folder: Path, report: Callable[[str], None]
 ) -> Outcome:
     workers = Workers(plan, folder, port)
+    try:
+        return _inject_and_drain(plan, cluster, workers, folder, report)
+    except BaseException:
+        workers.kill_all()  # a run cut short (an error, Ctrl-C) leaves no worker behind
+        raise
+
+
+def _inject_and_drain(
+    plan: FaultPlan,
+    cluster: Cluster,
+    workers: Workers,
+    folder: Path,
+    report: Callable[[str], None],
+) -> Outcome:
     injector = Injector(plan, workers, cluster)
     payload_random = random.Random(plan.seed + 1)
     origin = time.time()
