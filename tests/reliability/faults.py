@@ -408,12 +408,21 @@ def settled_holdings(process: subprocess.Popen[bytes]) -> tuple[Held, ...]:
 # --- the run -----------------------------------------------------------------------
 
 
+LONG_SHARE = 0.03  # of the jobs run longer than a lease: a stop past it finds them mid-run
+
+
+def duration(plan: FaultPlan, rng: random.Random) -> float:
+    if rng.random() < LONG_SHARE:
+        return rng.uniform(plan.lease, 2 * plan.lease)
+    return rng.uniform(0.02, 0.3)
+
+
 def enqueue(plan: FaultPlan, rng: random.Random, count: int) -> None:
     from django_cronqueue import jobs
 
     from . import fault_jobs
 
-    payloads = [{"seconds": round(rng.uniform(0.02, 0.3), 3)} for _ in range(count)]
+    payloads = [{"seconds": round(duration(plan, rng), 3)} for _ in range(count)]
     if plan.pool == "asyncio":  # half the handlers async, half sync (run in threads)
         half = count // 2
         with_database(lambda: jobs.enqueue_many(fault_jobs.fault_async, payloads[:half]))
