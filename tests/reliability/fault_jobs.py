@@ -18,14 +18,16 @@ from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connection
+from django.dispatch import receiver
 
-from django_cronqueue import jobs
+from django_cronqueue import jobs, signals
 from django_cronqueue.models import Job
 from tests.testapp.models import SideEffect
 
 START = "fault-start"
 END = "fault-end"
 REFUSED = "fault-refused"
+RECOVERED = "fault-recovered"
 RETRIES = 40  # far more attempts than the faults can take from one job
 
 
@@ -132,3 +134,11 @@ async def fault_async(seconds: float) -> None:
         await asyncio.sleep(seconds)
     finally:
         await sync_to_async(record_end)(context.job_id, context.attempt)
+
+
+@receiver(signals.job_retrying)
+def record_recovery(sender: str, job: Job, exc: BaseException, **kwargs: object) -> None:
+    """A lease found expired and its job made pending again (``fault-recovered:<job>:
+    <attempt>``, at the database's clock): the instant it came back."""
+    if sender in (fault_sync.name, fault_async.name) and type(exc).__name__ == "LeaseLost":
+        write_aside(f"{RECOVERED}:{job.pk}:{job.attempts}")

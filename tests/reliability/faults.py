@@ -535,7 +535,7 @@ def read_history(
     from django_cronqueue.models import Job
     from tests.testapp.models import SideEffect
 
-    from .fault_jobs import END, REFUSED, START
+    from .fault_jobs import END, RECOVERED, REFUSED, START
 
     rows = with_database(
         lambda: list(Job.objects.values_list("id", "status", "attempts", "last_error"))
@@ -567,6 +567,11 @@ def read_history(
                     ended=ends.get((int(job), int(attempt))),
                 )
             )
+    recoveries = {}
+    for key, _, created_at in marks:
+        if key.startswith(f"{RECOVERED}:"):
+            _, job, attempt = key.split(":")
+            recoveries[(int(job), int(attempt))] = created_at.timestamp()
     refusals = []
     for key, pid, created_at in marks:
         if key.startswith(f"{REFUSED}:"):
@@ -579,10 +584,22 @@ def read_history(
         jobs=[JobRow(*row) for row in rows],
         runs=runs,
         faults=faults,
-        concurrency=plan.concurrency,
+        concurrency=handler_threads(plan),
         refusals=refusals,
+        recoveries=recoveries,
         unexpected_exits=exits,
     )
+
+
+def handler_threads(plan: FaultPlan) -> int:
+    """How many threads of one process run handlers, each with its own connections."""
+    if plan.pool == "processes":
+        return 1  # a child runs one job at a time
+    if plan.pool == "asyncio":
+        from django_cronqueue.worker.asyncio_pool import SYNC_THREADS
+
+        return SYNC_THREADS + 1  # sync handlers' threads, and async handlers' one
+    return plan.concurrency
 
 
 def summary(outcome: Outcome) -> dict[str, Any]:
