@@ -14,12 +14,12 @@ docs/reliability.md publishes:
    its worker resumes: docs/reliability.md, "Writing idempotent handlers".)
 4. No job fails for a reason the faults do not explain. Each job may retry far more often
    than the faults can make it fail, so a failed row is such a failure; and a handler whose
-   first query meets a dead connection is explained once per handler slot after each cut or
-   restart (Django's own rule: a connection is found unusable by the query that fails), not
-   again and again: a pool that keeps dead connections fails every later job.
-5. Jobs held by a killed or stopped worker are claimed again within their lease plus one
-   poll interval (plus ``GRACE`` for the machine's own delays); a database fault in that
-   time adds itself and the workers' reconnection backoff.
+   first query meets a dead connection is explained once per handler thread after each cut
+   or restart (Django's own rule: a connection is found unusable by the query that fails),
+   not again and again: a pool that keeps dead connections fails every later job.
+5. Jobs held by a killed or stopped worker come back (pending again, or claimed again)
+   within their lease plus one poll interval (plus ``GRACE`` for the machine's own delays);
+   a database fault in that time adds itself and the workers' reconnection backoff.
 6. No worker exits by itself, and none of its threads dies (a slot thread that dies leaves a
    worker that looks alive and runs less, or nothing).
 
@@ -109,8 +109,10 @@ class History:
     jobs: list[JobRow]
     runs: list[Run]
     faults: list[Fault]
-    concurrency: int = 1  # handler slots per worker
+    concurrency: int = 1  # threads of one process that run handlers
     refusals: list[Refusal] = field(default_factory=list)
+    # (job, attempt) -> when its lost lease was found and the job made pending again
+    recoveries: dict[tuple[int, int], float] = field(default_factory=dict)
     unexpected_exits: list[tuple[int, int | None]] = field(default_factory=list)
     dead_threads: list[str] = field(default_factory=list)  # "Exception in thread" in a log
 
@@ -321,28 +323,37 @@ def held_jobs_come_back(history: History) -> list[Violation]:
     status = {job.id: job for job in history.jobs}
     for fault in history.faults:
         for held in fault.held:
-            later = [run for run in runs.get(held.job, []) if run.attempt > held.attempt]
-            if not later:
+            back = came_back(held, runs, history)
+            if back is None:
                 job = status.get(held.job)
                 if job is not None and job.status == "succeeded" and job.attempts == held.attempt:
-                    continue  # it finished just before the fault
+                    continue  # it finished just before the fault, or its worker resumed in time
                 found.append(
                     Violation(
                         5, fault.at, f"job {held.job}, held by pid {fault.pid}, never came back"
                     )
                 )
                 continue
-            due = claim_due(held.lease_until, history)
-            if claim_of(later[0]) > due:
+            if back > claim_due(held.lease_until, history):
                 found.append(
                     Violation(
                         5,
                         fault.at,
-                        f"job {held.job}, held by pid {fault.pid} ({fault.kind}), was claimed "
-                        f"again {claim_of(later[0]) - held.lease_until:.1f}s after its lease ended",
+                        f"job {held.job}, held by pid {fault.pid} ({fault.kind}), came back "
+                        f"{back - held.lease_until:.1f}s after its lease ended",
                     )
                 )
     return found
+
+
+def came_back(held: Held, runs: dict[int, list[Run]], history: History) -> float | None:
+    """When a held job came back: made pending again by a worker that found its lease
+    expired, or claimed again (whichever came first)."""
+    instants = [claim_of(run) for run in runs.get(held.job, []) if run.attempt > held.attempt]
+    recovered = history.recoveries.get((held.job, held.attempt))
+    if recovered is not None:
+        instants.append(recovered)
+    return min(instants, default=None)
 
 
 RECONNECT_BACKOFF = 3.5  # a worker's retries after an outage: 0.5 + 1 + 2 seconds
@@ -368,14 +379,14 @@ def no_worker_exits_by_itself(history: History) -> list[Violation]:
 
 
 def return_delays(history: History) -> list[float]:
-    """How long after its lease ended each held job was claimed again."""
+    """How long after its lease ended each held job came back."""
     runs = history.runs_by_job()
     delays = []
     for fault in history.faults:
         for held in fault.held:
-            later = [run for run in runs.get(held.job, []) if run.attempt > held.attempt]
-            if later:
-                delays.append(claim_of(later[0]) - held.lease_until)
+            back = came_back(held, runs, history)
+            if back is not None:
+                delays.append(back - held.lease_until)
     return delays
 
 

@@ -176,3 +176,12 @@ def test_a_handler_that_began_after_its_row_moved_on_counts_from_its_start():
     second = run(attempt=2, worker=WORKER_B, claimed=17.0, ended=18.0)
     stop = Fault(11.0, "stop_worker", WORKER_A, until=19.9, held=(Held(1, 1, 16.5),))
     assert check(history([succeeded(attempts=2)], [late, second], [stop])) == []
+
+
+def test_a_held_job_made_pending_in_time_came_back_however_late_its_next_claim():
+    late = run(attempt=2, worker=WORKER_B, claimed=40.0, ended=41.0)  # behind a backlog
+    kill = Fault(12.0, "kill_worker", WORKER_A, held=(Held(1, 1, 16.5),))
+    found = history([succeeded(attempts=2)], [run(ended=None), late], [kill])
+    assert invariants(check(found)) == [5]
+    found.recoveries = {(1, 1): 17.0}
+    assert check(found) == []
