@@ -32,7 +32,10 @@ class Runjobs:
         env: dict[str, str] | None = None,
         command: str = "runjobs",
         module: str = "django",
+        new_session: bool = False,
     ) -> subprocess.Popen:
+        """``new_session``: in a process group of its own, as a service manager starts
+        it (``os.killpg(process.pid, ...)`` then signals the worker and its children)."""
         full_env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": self.settings_module,
@@ -50,6 +53,7 @@ class Runjobs:
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=new_session,
         )
         process.index = index  # type: ignore[attr-defined]
         self.processes.append(process)

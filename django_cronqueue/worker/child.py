@@ -258,18 +258,18 @@ def _sendable_result(outcome: Call) -> Any:
         if type(pickle.loads(pickle.dumps(value))) is not type(value):
             raise TypeError
     except Exception:
-        return _Unsendable(f"{type(value).__module__}.{type(value).__qualname__}")
+        return UnsendableValue(type(value).__qualname__)
     return value
 
 
-class _Unsendable:
+class UnsendableValue:
     """Stands for a return value that cannot cross to the parent (not JSON either)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
     def __repr__(self) -> str:
-        return f"<a {self.kind} that cannot be sent from the child process>"
+        return f"<{self.kind}, which cannot leave the child process>"
 
 
 def _sendable_error(outcome: Call) -> BaseException | None:
