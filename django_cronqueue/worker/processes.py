@@ -166,8 +166,7 @@ class ProcessWorker(Worker):
         with self._children_lock:
             children = list(self._children.values())
         for child in children:
-            with contextlib.suppress(OSError):
-                os.kill(child.pid, signal.SIGKILL)
+            child.signal(signal.SIGKILL)
 
     # running jobs ---------------------------------------------------------------------
 
