@@ -36,7 +36,6 @@ from ..registry import JobDefinition, registry
 from . import child as child_module
 from .child import WITHHELD, Assignment, Cancel, GiveBack, Report, Started
 from .forker import Forker
-from .heartbeat import EXIT_STUCK
 from .loop import Worker
 
 logger = logging.getLogger("django_cronqueue")
@@ -141,29 +140,10 @@ class ProcessWorker(Worker):
         with self._children_lock:
             child = self._children.get(name)
         if child is None:
-            try:
-                child = self._fork()
-            except OSError:
-                self._forker_gone()
-                raise
+            child = self._fork()
             with self._children_lock:
                 self._children[name] = child
         return child
-
-    def _forker_gone(self) -> None:
-        """No child can be forked any more (the forker was killed): stop, with status
-        ``EXIT_STUCK``, for the supervisor to start a fresh worker; a worker that looked
-        alive and ran nothing would be worse."""
-        if not self.exit_code:
-            self.exit_code = EXIT_STUCK
-            logger.error(
-                "Worker %s: the process pool's forker (pid %s) is gone, no child can be "
-                "started; exiting with status %s for the supervisor to restart this worker",
-                self.id,
-                self._forker.pid if self._forker else "?",
-                EXIT_STUCK,
-            )
-        self.stop()
 
     def _shutdown(self) -> int:
         deadline = time.monotonic() + self.shutdown_timeout

@@ -223,31 +223,3 @@ def test_a_queued_jobs_hard_limit_counts_from_its_start_in_the_child(runjobs):
     assert row.status == "failed"
     assert row.last_error.startswith("TimeLimitExceeded"), row.last_error
     assert runjobs.stop(worker) == 0
-
-
-def children_of(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as children:
-            found += [int(child) for child in children.read().split()]
-    return found
-
-
-def test_a_worker_whose_forker_is_killed_gives_back_and_exits_for_its_supervisor(runjobs):
-    """The process pool's forker (the worker's only child process) is killed, and its
-    children with it: no child can be started any more. The next job claimed goes back
-    to pending, its attempt unused, and the worker exits with status 3 for its
-    supervisor to restart it. Before, its slot failed on every job while the worker
-    looked alive."""
-    first = jobs.enqueue(rel.tracked, {"key": "first"})
-    worker = runjobs.start(*PROCESSES, settings=FAST)
-    assert ended(first, timeout=120).status == "succeeded", runjobs.log(worker)
-    [forker_pid] = children_of(worker.pid)
-    os.kill(forker_pid, signal.SIGKILL)
-    wait_until(lambda: not alive(forker_pid), timeout=30)
-    second = jobs.enqueue(rel.tracked, {"key": "second"})
-    assert worker.wait(120) == 3, runjobs.log(worker)
-    row = Job.objects.get(pk=second.pk)
-    assert (row.status, row.attempts) == ("pending", 0), runjobs.log(worker)
-    assert "forker (pid" in runjobs.log(worker)
-    assert "second" not in started_keys()
