@@ -221,11 +221,7 @@ class ProcessWorker(Worker):
         """Run ``assigned`` in the slot's child and record each outcome as it comes.
         Returns whether all were quick, and the jobs the child did not start (in order,
         no longer marked started) for the slot to send again."""
-        try:
-            child = self._slot_child()
-        except OSError:  # the forker is gone: no child can be started
-            self._give_back(self._unstarted(assigned))
-            raise
+        child = self._slot_child()
         all_quick = True
         # lease_holds() let each of them start with half a lease left, at least.
         start_by = time.monotonic() + self.lease.total_seconds() / 2
