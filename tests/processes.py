@@ -34,8 +34,6 @@ class Runjobs:
         module: str = "django",
         new_session: bool = False,
     ) -> subprocess.Popen:
-        """``new_session``: in a process group of its own, as a service manager starts
-        it (``os.killpg(process.pid, ...)`` then signals the worker and its children)."""
         full_env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": self.settings_module,
@@ -53,7 +51,7 @@ class Runjobs:
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=new_session,
+            start_new_session=new_session,  # a process group of its own: signals reach its children
         )
         process.index = index  # type: ignore[attr-defined]
         self.processes.append(process)

@@ -473,34 +473,6 @@ def overruns(key: str, seconds: float) -> None:
     mark("end", key)
 
 
-@jobs.job(name="rel.pool.async_sleeps", timeout=2, retries=0)
-async def async_sleeps(key: str, seconds: float) -> None:
-    """The asyncio pool's job: awaits ``seconds`` (past its 2 s timeout: cancelled)."""
-    await asyncio.sleep(seconds)
-
-
-@jobs.job(name="rel.pool.short_timeout", timeout=1, retries=0)
-def short_timeout(key: str, seconds: float) -> dict:
-    """Returns a value, but only after ``seconds``: past its 1 s timeout, well within a
-    heartbeat of the default 30 s lease."""
-    mark("start", key)
-    time.sleep(seconds)
-    mark("end", key)
-    return {"key": key}
-
-
-@jobs.job(name="rel.pool.async_short_timeout", timeout=1, retries=0)
-async def async_short_timeout(key: str, seconds: float) -> dict:
-    """``short_timeout`` as an ``async def`` handler (the thread pool runs it on an event
-    loop of its slot thread, and cancels it only when the heartbeat sees the overrun)."""
-    from asgiref.sync import sync_to_async
-
-    await sync_to_async(mark)("start", key)
-    await asyncio.sleep(seconds)
-    await sync_to_async(mark)("end", key)
-    return {"key": key}
-
-
 class TwoArgumentError(Exception):
     """Pickles (as its message only) but cannot be unpickled: ``__init__`` wants two."""
 
@@ -560,3 +532,31 @@ def dies_after_reporting(key: str) -> None:
             os._exit(7)
 
     sys.setprofile(exit_after_the_report)
+
+
+@jobs.job(name="rel.pool.async_sleeps", timeout=2, retries=0)
+async def async_sleeps(key: str, seconds: float) -> None:
+    """The asyncio pool's job: awaits ``seconds`` (past its 2 s timeout: cancelled)."""
+    await asyncio.sleep(seconds)
+
+
+@jobs.job(name="rel.pool.short_timeout", timeout=1, retries=0)
+def short_timeout(key: str, seconds: float) -> dict:
+    """Returns a value, but only after ``seconds``: past its 1 s timeout, well within a
+    heartbeat of the default 30 s lease."""
+    mark("start", key)
+    time.sleep(seconds)
+    mark("end", key)
+    return {"key": key}
+
+
+@jobs.job(name="rel.pool.async_short_timeout", timeout=1, retries=0)
+async def async_short_timeout(key: str, seconds: float) -> dict:
+    """``short_timeout`` as an ``async def`` handler (the thread pool runs it on an event
+    loop of its slot thread, and cancels it only when the heartbeat sees the overrun)."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(mark)("start", key)
+    await asyncio.sleep(seconds)
+    await sync_to_async(mark)("end", key)
+    return {"key": key}
