@@ -4,14 +4,18 @@ the child only calls handlers (with its own database connection, for their queri
 
 The parent sends an ``Assignment`` of a few jobs at once (the quick jobs its slot
 claimed together), so that it records one job's outcome while the child runs the next:
-one message each way per job would leave both waiting on each other. A job the child
+one message each way per job would leave both waiting on each other. Before it calls a
+job's handler the child says so (``Started``, one-way): the parent's hard limit counts
+from then, and a child that dies before it is not blamed for that job. A job the child
 could not start by the assignment's ``start_by`` (its lease might have run out: the
-parent was stopped, or a job before it ran long) is sent back unstarted, with the rest.
-Past ``--max-jobs-per-child`` or ``--max-memory-per-child`` the child says so in its
-report and exits; the jobs it did not start go to its replacement.
+parent was stopped, or a job before it ran long) is sent back unstarted, with the rest;
+so are the rest once the worker stops (``GiveBack``). Past ``--max-jobs-per-child`` or
+``--max-memory-per-child`` the child says so in its report and exits; the jobs it did
+not start go to its replacement.
 
-Signals: SIGTERM and SIGINT are ignored (the parent drains, then kills); SIGUSR1 tells
-the running job that its cancel was requested; SIGALRM, armed for a sync handler's
+Signals: SIGTERM and SIGINT are ignored (the parent drains, then kills: Ctrl-C reaches
+the whole process group); SIGUSR1 tells the child to read what its parent sent while a
+handler runs (a cancel request, the worker's stop); SIGALRM, armed for a sync handler's
 ``soft_timeout``, raises ``SoftTimeLimitExceeded`` in it."""
 
 from __future__ import annotations
@@ -69,13 +73,33 @@ class Cancel:
     job_id: int
 
 
+@dataclass
+class GiveBack:
+    """Sent (with SIGUSR1) when the worker stops: finish the running job, start no more
+    of the assignment. Answered by ``WITHHELD`` while a handler runs, else by
+    ``NOT_STARTED`` in place of the next job."""
+
+
+@dataclass
+class Started:
+    """Sent just before a job's handler is called."""
+
+    job_id: int
+    at: float  # time.monotonic(): one clock for every process of the host
+
+
 NOT_STARTED = "not started"  # sent instead of a Report: the rest of the assignment is not run
+WITHHELD = "withheld"  # the jobs after the running one will not be started
 
 
 class _Running:
     parent: Connection | None = None
     context: JobContext | None = None
     soft_armed = False
+    reading = False  # a signal handler reads from the parent (no nested read)
+    cancelled: set[int] = set()  # jobs of this assignment whose cancel was requested
+    giving_back = False  # the worker stops: start no more of this assignment
+    withheld = False  # the parent was told so
 
 
 _running = _Running()
@@ -91,18 +115,35 @@ def resident_mb() -> float:
         return peak / MB if sys.platform == "darwin" else peak / 1024
 
 
-def _on_cancel(signum: int, frame: FrameType | None) -> None:
-    # Only while a handler runs: then the main thread is not reading from the parent.
-    context, parent = _running.context, _running.parent
-    if context is None or parent is None:
-        return
-    try:
-        while parent.poll():
-            message = parent.recv()
-            if isinstance(message, Cancel) and message.job_id == context.job_id:
+def _take_messages(parent: Connection) -> None:
+    """Read what the parent sent meanwhile: cancel requests, the worker's stop. Never an
+    ``Assignment``: the parent sends the next one only once this one is done."""
+    while parent.poll():
+        message = parent.recv()
+        if isinstance(message, Cancel):
+            _running.cancelled.add(message.job_id)
+            context = _running.context
+            if context is not None and context.job_id == message.job_id:
                 context.request_cancel()
+        elif isinstance(message, GiveBack):
+            _running.giving_back = True
+
+
+def _on_message(signum: int, frame: FrameType | None) -> None:
+    # Only while a handler runs: then the main thread is not using the connection.
+    parent = _running.parent
+    if _running.context is None or parent is None or _running.reading:
+        return
+    _running.reading = True
+    try:
+        _take_messages(parent)
+        if _running.giving_back and not _running.withheld:
+            _running.withheld = True
+            parent.send(WITHHELD)  # the parent gives the rest back now, not after this job
     except (EOFError, OSError):
         pass  # the parent is gone: this child ends with it
+    finally:
+        _running.reading = False
 
 
 def _on_soft_limit(signum: int, frame: FrameType | None) -> None:
@@ -118,32 +159,45 @@ def main(parent: Connection, parent_pid: int) -> None:
     die_with_parent(parent_pid)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_IGN)
-    signal.signal(signal.SIGUSR1, _on_cancel)
+    signal.signal(signal.SIGUSR1, _on_message)
     signal.signal(signal.SIGALRM, _on_soft_limit)
     _running.parent = parent
     ran = 0
     try:
         while True:
             try:
-                assignment: Assignment | Cancel | None = parent.recv()
+                message: Assignment | Cancel | GiveBack | None = parent.recv()
             except EOFError:
                 return
-            if assignment is None:
+            if message is None:
                 return
-            if isinstance(assignment, Cancel):
-                continue  # for a job that ended meanwhile
-            for job in assignment.jobs:
-                if time.monotonic() > assignment.start_by:
-                    parent.send(NOT_STARTED)
-                    break
-                report = run(job)
-                ran += 1
-                report.retiring = retiring(ran, assignment)
-                parent.send(report)
-                if report.retiring:
-                    return
+            if not isinstance(message, Assignment):
+                continue  # a cancel or a stop for jobs that ended meanwhile
+            ran, retired = _run_assignment(parent, message, ran)
+            if retired:
+                return
     finally:
         connections.close_all()
+
+
+def _run_assignment(parent: Connection, assignment: Assignment, ran: int) -> tuple[int, bool]:
+    """Run the jobs of ``assignment`` in order. Returns how many jobs this child has
+    run, and whether it must now exit (a recycling limit)."""
+    _running.cancelled = set()
+    _running.giving_back = _running.withheld = False
+    for job in assignment.jobs:
+        _take_messages(parent)
+        if _running.giving_back or time.monotonic() > assignment.start_by:
+            parent.send(NOT_STARTED)
+            return ran, False
+        parent.send(Started(job.id, time.monotonic()))
+        report = run(job, cancelled=job.id in _running.cancelled)
+        ran += 1
+        report.retiring = retiring(ran, assignment)
+        parent.send(report)
+        if report.retiring:
+            return ran, True
+    return ran, False
 
 
 def retiring(ran: int, assignment: Assignment) -> str:
@@ -158,9 +212,12 @@ def retiring(ran: int, assignment: Assignment) -> str:
     return ""
 
 
-def run(job: ClaimedJob) -> Report:
+def run(job: ClaimedJob, *, cancelled: bool = False) -> Report:
+    """Call the handler of ``job`` (not when ``cancelled``: it ends cancelled)."""
     definition = registry.get(job.name)
     context = new_context(job)
+    if cancelled:
+        context.request_cancel()  # call() ends it "cancelled before it started"
     _running.context = context
     soft = definition.soft_timeout if definition is not None else None
     outcome: Call | None = None
@@ -190,23 +247,29 @@ def run(job: ClaimedJob) -> Report:
 
 
 def _sendable_result(outcome: Call) -> Any:
-    if outcome.result is None:
+    """The return value, if the parent can read it back; else a stand-in (the parent
+    drops it with a warning, as any value the database cannot store). A value can
+    pickle and still fail to unpickle: an exception whose ``__init__`` takes two
+    arguments."""
+    value = outcome.result
+    if value is None:
         return None
     try:
-        pickle.dumps(outcome.result)
+        if type(pickle.loads(pickle.dumps(value))) is not type(value):
+            raise TypeError
     except Exception:
-        return _Unsendable(repr(type(outcome.result)))
-    return outcome.result
+        return UnsendableValue(type(value).__qualname__)
+    return value
 
 
-class _Unsendable:
+class UnsendableValue:
     """Stands for a return value that cannot cross to the parent (not JSON either)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
     def __repr__(self) -> str:
-        return f"<{self.kind}>"
+        return f"<{self.kind}, which cannot leave the child process>"
 
 
 def _sendable_error(outcome: Call) -> BaseException | None:

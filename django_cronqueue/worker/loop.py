@@ -46,6 +46,7 @@ from ..registry import registry
 from ..storage_watch import HoldWatch, StorageWatch
 from ..stranded_watch import StrandedWatch
 from ..ticks import Housekeeping
+from .database import MAX_DB_BACKOFF
 from .heartbeat import Heartbeat
 
 logger = logging.getLogger("django_cronqueue")
@@ -272,6 +273,10 @@ class Worker(Heartbeat):
                     failures += 1
                     self._database_backoff(exc, failures)
                     continue
+                except Exception:
+                    failures += 1
+                    self._slot_failed(failures)
+                    continue
                 if not jobs:
                     batch = 1
                     if self.mode != "forever":
@@ -281,12 +286,30 @@ class Worker(Heartbeat):
                         if not self.stopping.is_set():
                             self.wake.clear()
                     continue
-                all_quick = self._run_held(jobs, recorder)
+                try:
+                    all_quick = self._run_held(jobs, recorder)
+                except Exception:
+                    failures += 1
+                    self._slot_failed(failures)
+                    all_quick = False
                 ran = True
                 batch = min(batch * 2, self.prefetch) if all_quick else 1
         finally:
             self._flush(recorder)
             connections.close_all()
+
+    def _slot_failed(self, failures: int) -> None:
+        """An error that is no database's (a bug, a broken process pool): the slot logs
+        it, waits (backing off) and goes on; the jobs it held are recorded or given back
+        (``_run_held``), never left for their leases to expire."""
+        delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1))
+        logger.exception(
+            "Worker %s: %s failed; it goes on in %.1fs",
+            self.id,
+            threading.current_thread().name,
+            delay,
+        )
+        self.stopping.wait(delay)
 
     def _claim(self, limit: int, recorder: Recorder) -> list[ClaimedJob]:
         requested = time.monotonic()
@@ -342,6 +365,9 @@ class Worker(Heartbeat):
                     quick = self._end_run(held, partial(self._execute, job, held), recorder)
                     all_quick = quick and all_quick
             return all_quick
+        except BaseException:
+            self._give_back(jobs)  # those not started: now, not once their leases expire
+            raise
         finally:
             self._after_held(jobs, recorder, all_quick)
 

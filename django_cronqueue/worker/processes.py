@@ -5,7 +5,12 @@ process of its own, which it kills at the job's ``timeout``.
 Children are forked by the ``Forker`` (clean: no thread, no open connection), one per
 slot, and replaced when they die or reach ``--max-jobs-per-child`` or
 ``--max-memory-per-child``. A killed or dead child fails its job's attempt
-(``TimeLimitExceeded``, ``ChildDied``), retried or failed by the job's policy."""
+(``TimeLimitExceeded``, ``ChildDied``), retried or failed by the job's policy; a child
+that died before it started a job is not blamed for it (the job goes to the next child).
+A child whose job's lease ran out (the worker was stopped past it: another worker may
+run the job now) is killed as soon as the worker sees it (``LeaseLost``): never two
+runs at once. When the worker stops, each child finishes the job it runs and the jobs
+it was sent but did not start are given back at once."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
@@ -23,12 +28,13 @@ from typing import Any
 from django.db import connections
 
 from ..claiming import ClaimedJob
-from ..exceptions import ChildDied, TimeLimitExceeded
-from ..execution import Call, Recorder
+from ..error_text import describe
+from ..exceptions import ChildDied, LeaseLost, TimeLimitExceeded
+from ..execution import Call, Recorder, call
 from ..held import HeldJob
 from ..registry import JobDefinition, registry
 from . import child as child_module
-from .child import Assignment, Cancel, Report
+from .child import WITHHELD, Assignment, Cancel, GiveBack, Report, Started
 from .forker import Forker
 from .loop import Worker
 
@@ -47,6 +53,27 @@ class ForkerGone(Exception):
 class Child:
     pid: int
     connection: Connection
+    # The slot thread sends to it, and so do the heartbeat and the listener (a cancel).
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    giving_back: bool = False  # told that the worker stops (GiveBack)
+    withheld: bool = False  # it answered: it starts no more of its assignment
+    ended: bool = False  # killed or exited: reaped, or about to be
+
+    def send(self, message: object) -> None:
+        with self.send_lock:
+            self.connection.send(message)
+
+    def signal(self, signum: int) -> None:
+        with self.send_lock:
+            if not self.ended:
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signum)
+
+    def pass_cancel(self, job_id: int) -> None:
+        """Tell it that the cancel of ``job_id`` was requested (before or while it runs)."""
+        with contextlib.suppress(OSError):
+            self.send(Cancel(job_id))
+        self.signal(signal.SIGUSR1)
 
 
 def _given(outcome: Call) -> Call:
@@ -170,8 +197,7 @@ class ProcessWorker(Worker):
         with self._children_lock:
             children = list(self._children.values())
         for child in children:
-            with contextlib.suppress(OSError):
-                os.kill(child.pid, signal.SIGKILL)
+            child.signal(signal.SIGKILL)
 
     # running jobs ---------------------------------------------------------------------
 
@@ -191,14 +217,18 @@ class ProcessWorker(Worker):
                     all_quick = quick and all_quick
                     waiting[:0] = unstarted
             return all_quick
+        except BaseException:
+            self._give_back(waiting)  # those not started: now, not once their leases expire
+            raise
         finally:
             self._after_held(jobs, recorder, all_quick)
 
     def _begin_assignment(self, waiting: list[ClaimedJob], recorder: Recorder) -> list[HeldJob]:
         """Take the jobs to send now from the front of ``waiting``, marked started;
         those that may not start are left out (a job no longer defined here is recorded
-        as given back). After a slow job the slot claims one job at a time, so only
-        runs of quick jobs are sent together."""
+        as given back, one whose cancel was requested as cancelled before it started).
+        After a slow job the slot claims one job at a time, so only runs of quick jobs
+        are sent together."""
         assigned: list[HeldJob] = []
         while waiting:
             job = waiting.pop(0)
@@ -208,9 +238,11 @@ class ProcessWorker(Worker):
             if registry.get(job.name) is None or self._giving_back:
                 self._end_run(held, partial(Call, job, None), recorder)
                 continue
-            if assigned:
-                with self._held_lock:
-                    held.deadline = None  # renewed while it waits in the child; no overrun yet
+            if held.context.cancel_requested:
+                self._end_run(held, partial(call, job, held.context), recorder)
+                continue
+            with self._held_lock:
+                held.deadline = None  # set when the child starts it; no overrun before
             assigned.append(held)
         return assigned
 
@@ -228,7 +260,7 @@ class ProcessWorker(Worker):
         # lease_holds() let each of them start with half a lease left, at least.
         start_by = time.monotonic() + self.lease.total_seconds() / 2
         try:
-            child.connection.send(
+            child.send(
                 Assignment(
                     [held.job for held in assigned],
                     start_by,
@@ -239,11 +271,11 @@ class ProcessWorker(Worker):
         except OSError:
             self._end(child, kill=True)
             return True, self._unstarted(assigned)
+        for held in assigned:  # a cancel requested from now on reaches the child at once
+            held.context.on_cancel(partial(child.pass_cancel, held.job.id))
         for index, held in enumerate(assigned):
-            if index:
-                self._started_in_child(held)
-            outcome = self._await_report(child, held)
-            if outcome is None:  # the child sent back the rest unstarted
+            outcome = self._outcome_in(child, held, assigned[index + 1 :])
+            if outcome is None:  # the child did not start it, nor the rest
                 return all_quick, self._unstarted(assigned[index:])
             quick = self._end_run(held, partial(_given, outcome[0]), recorder)
             all_quick = quick and all_quick
@@ -251,12 +283,9 @@ class ProcessWorker(Worker):
                 return all_quick, self._unstarted(assigned[index + 1 :])
         return all_quick, []
 
-    def _started_in_child(self, held: HeldJob) -> None:
-        """The child starts the next job of its assignment as it reports the last."""
-        definition = registry.get(held.job.name)
-        timeout = definition.effective_timeout if definition else 0.0
+    def _started_in_child(self, held: HeldJob, at: float, timeout: float) -> None:
         with self._held_lock:
-            held.deadline = time.monotonic() + timeout + self.deadline_margin
+            held.deadline = at + timeout + self.deadline_margin
 
     def _unstarted(self, assigned: list[HeldJob]) -> list[ClaimedJob]:
         with self._held_lock:
@@ -265,35 +294,84 @@ class ProcessWorker(Worker):
                 held.deadline = None
         return [held.job for held in assigned]
 
-    def _await_report(self, child: Child, held: HeldJob) -> tuple[Call, bool] | None:
-        """Wait for the outcome of ``held``'s job, which the child runs now, killing the
-        child at the job's timeout. Returns the outcome and whether the child ended, or
-        None when the child did not start the job."""
+    def _outcome_in(
+        self, child: Child, held: HeldJob, queued: list[HeldJob]
+    ) -> tuple[Call, bool] | None:
+        """``_await_report``, which nothing may make end the slot: an error (a message
+        that cannot be read, a bug) kills the child and fails the job's attempt, retried
+        or failed by its policy, and the slot goes on with a new child."""
+        try:
+            return self._await_report(child, held, queued)
+        except Exception as exc:
+            return self._lost_track(child, held, exc), True
+
+    def _await_report(
+        self, child: Child, held: HeldJob, queued: list[HeldJob]
+    ) -> tuple[Call, bool] | None:
+        """Wait for the outcome of ``held``'s job, the next one the child runs (then
+        ``queued``). The child is killed at the job's timeout (counted from its start in
+        the child) and as soon as the job's lease is seen to have run out. Returns the
+        outcome and whether the child ended, or None when the child did not start the
+        job (nor the rest)."""
         job = held.job
         definition = registry.get(job.name)
         assert definition is not None
         timeout = definition.effective_timeout
-        started = time.monotonic()
-        deadline = started + timeout
+        started: float | None = None
         try:
             while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return self._time_limit(child, job, definition, held, timeout, started), True
-                if child.connection.poll(min(remaining, CANCEL_POLL)):
-                    report: Report | str = child.connection.recv()
-                    break
-                if held.context.cancel_requested:  # again until it reports: idempotent
-                    child.connection.send(Cancel(job.id))
-                    os.kill(child.pid, signal.SIGUSR1)
+                wait = CANCEL_POLL
+                if started is not None:
+                    remaining = started + timeout - time.monotonic()
+                    if remaining <= 0:
+                        return self._time_limit(child, definition, held, timeout, started), True
+                    if self._lease_ran_out(job):
+                        return self._lease_lost(child, definition, held, started), True
+                    wait = min(remaining, CANCEL_POLL)
+                self._nudge(child, held, queued, running=started is not None)
+                if not child.connection.poll(wait):
+                    continue
+                message: Started | Report | str = child.connection.recv()
+                if isinstance(message, Started):
+                    started = message.at
+                    self._started_in_child(held, started, timeout)
+                elif isinstance(message, Report):
+                    return self._reported(child, definition, held, message)
+                elif message == WITHHELD:
+                    child.withheld = True
+                    self._give_back(self._unstarted(queued))
+                else:  # NOT_STARTED
+                    return None
         except (EOFError, OSError):
-            return self._died(child, job, definition, held, started), True
-        if not isinstance(report, Report):  # NOT_STARTED
-            return None
+            if started is None:
+                self._gone_before(child, job)
+                return None
+            return self._died(child, definition, held, started), True
+
+    def _nudge(self, child: Child, held: HeldJob, queued: list[HeldJob], *, running: bool) -> None:
+        """Signal the child again while it has not read what it was sent: a signal that
+        came as it started a job, before its handler ran, went unread."""
+        if running and held.context.cancel_requested:
+            child.signal(signal.SIGUSR1)
+        if self.stopping.is_set() and queued and not child.giving_back:
+            child.giving_back = True
+            child.send(GiveBack())
+        if running and child.giving_back and not child.withheld:
+            child.signal(signal.SIGUSR1)
+
+    def _lease_ran_out(self, job: ClaimedJob) -> bool:
+        """The heartbeat renews the lease every third of a lease: it ran out only when
+        the worker was stopped or stalled (or the database away) that long, and another
+        worker may have taken the job over."""
+        return job.lease_until is not None and job.lease_until <= self.clock.now()
+
+    def _reported(
+        self, child: Child, definition: JobDefinition, held: HeldJob, report: Report
+    ) -> tuple[Call, bool]:
         if report.progress is not None:
             held.context.put_progress(report.progress)
         outcome = Call(
-            job,
+            held.job,
             definition,
             report.duration,
             result=report.result,
@@ -314,8 +392,9 @@ class ProcessWorker(Worker):
     def _end(self, child: Child, *, kill: bool) -> str:
         """Wait for ``child`` to end (killing it first), forget it; how it ended."""
         if kill:
-            with contextlib.suppress(OSError):
-                os.kill(child.pid, signal.SIGKILL)
+            child.signal(signal.SIGKILL)
+        with child.send_lock:
+            child.ended = True  # its pid may be reused once it is reaped: no more signals
         assert self._forker is not None
         try:
             status = self._forker.status(child.pid)
@@ -328,15 +407,29 @@ class ProcessWorker(Worker):
                     del self._children[name]
         return describe_status(status)
 
+    def _gone_before(self, child: Child, job: ClaimedJob) -> None:
+        how = self._end(child, kill=True)
+        if not self._giving_back:
+            logger.warning(
+                "Worker %s: child process %s %s before it started job %s #%s; the job "
+                "goes to a new child",
+                self.id,
+                child.pid,
+                how,
+                job.name,
+                job.id,
+                extra={"job_id": job.id, "job_name": job.name},
+            )
+
     def _time_limit(
         self,
         child: Child,
-        job: ClaimedJob,
         definition: JobDefinition,
         held: HeldJob,
         timeout: float,
         started: float,
     ) -> Call:
+        job = held.job
         self._end(child, kill=True)
         logger.error(
             "Job %s #%s ran past its timeout of %ss: its child process %s was killed",
@@ -352,14 +445,29 @@ class ProcessWorker(Worker):
         )
         return Call(job, definition, time.monotonic() - started, error=error, context=held.context)
 
-    def _died(
-        self,
-        child: Child,
-        job: ClaimedJob,
-        definition: JobDefinition,
-        held: HeldJob,
-        started: float,
+    def _lease_lost(
+        self, child: Child, definition: JobDefinition, held: HeldJob, started: float
     ) -> Call:
+        """Kill the child of a job whose lease ran out; the attempt fails (a write the
+        token guards: nothing is written when another worker took the job over)."""
+        job = held.job
+        self._end(child, kill=True)
+        logger.error(
+            "Job %s #%s: its lease ran out while it ran (the worker was stopped or stalled "
+            "past it): its child process %s was killed, another worker may run the job",
+            job.name,
+            job.id,
+            child.pid,
+            extra={"job_id": job.id, "job_name": job.name, "outcome": "lease_lost"},
+        )
+        error = LeaseLost(
+            f"Job {job.name} #{job.id}: its lease ran out while it ran (its worker was "
+            f"stopped or stalled past it); its child process (pid {child.pid}) was killed"
+        )
+        return Call(job, definition, time.monotonic() - started, error=error, context=held.context)
+
+    def _died(self, child: Child, definition: JobDefinition, held: HeldJob, started: float) -> Call:
+        job = held.job
         how = self._end(child, kill=False)
         if self._giving_back:
             return Call(job, None)
@@ -375,3 +483,20 @@ class ProcessWorker(Worker):
             f"Job {job.name} #{job.id}: the child process running it (pid {child.pid}) {how}"
         )
         return Call(job, definition, time.monotonic() - started, error=error, context=held.context)
+
+    def _lost_track(self, child: Child, held: HeldJob, exc: Exception) -> Call:
+        job = held.job
+        self._end(child, kill=True)
+        logger.exception(
+            "Job %s #%s: the worker could not follow its child process %s, which was "
+            "killed and is replaced",
+            job.name,
+            job.id,
+            child.pid,
+            extra={"job_id": job.id, "job_name": job.name, "outcome": "child_died"},
+        )
+        error = ChildDied(
+            f"Job {job.name} #{job.id}: the worker could not follow the child process "
+            f"running it (pid {child.pid}): {describe(exc)}; the child was killed"
+        )
+        return Call(job, registry.get(job.name), error=error, context=held.context)

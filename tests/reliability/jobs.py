@@ -473,6 +473,67 @@ def overruns(key: str, seconds: float) -> None:
     mark("end", key)
 
 
+class TwoArgumentError(Exception):
+    """Pickles (as its message only) but cannot be unpickled: ``__init__`` wants two."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+
+
+@jobs.job(name="rel.pool.returns_unreadable", retries=0)
+def returns_unreadable(key: str) -> TwoArgumentError:
+    """Returns (not raises) a value that cannot travel back from a child process."""
+    mark("start", key)
+    return TwoArgumentError(1, key)
+
+
+@jobs.job(name="rel.pool.noop", retries=0)
+def noop(key: str) -> None:
+    """Quick (no query): a slot's claims grow while it runs these, so that the jobs
+    enqueued behind them are claimed, and sent to a child, together."""
+
+
+@jobs.job(name="rel.pool.waits", timeout=600, retries=0)
+def waits(key: str, release: str) -> dict:
+    """Cooperative: sets its progress and checks for a cancel while it waits for a
+    ``release:<release>`` mark (at most 5 min); returns a value."""
+    mark("start", key)
+    context = jobs.current()
+    assert context is not None
+    deadline = time.monotonic() + 300
+    while not SideEffect.objects.filter(key=f"release:{release}").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{key!r} was never released")
+        context.set_progress(time.monotonic() % 300, 300)
+        context.check_cancelled()
+        time.sleep(0.05)
+    mark("end", key)
+    return {"key": key}
+
+
+@jobs.job(name="rel.pool.c_sleep_15", timeout=15, retries=0)
+def c_sleep_15(key: str) -> None:
+    c_sleep.func(key)
+
+
+@jobs.job(name="rel.pool.dies_after_reporting", retries=0)
+def dies_after_reporting(key: str) -> None:
+    """Ends its child process as soon as the child has sent this job's report: after
+    this job, before the child starts its next one."""
+    mark("start", key)
+
+    def exit_after_the_report(frame, event, arg) -> None:  # type: ignore[no-untyped-def]
+        code = frame.f_code
+        if (
+            event == "return"
+            and code.co_name == "send"
+            and code.co_filename.endswith(os.path.join("multiprocessing", "connection.py"))
+        ):
+            os._exit(7)
+
+    sys.setprofile(exit_after_the_report)
+
+
 @jobs.job(name="rel.pool.async_sleeps", timeout=2, retries=0)
 async def async_sleeps(key: str, seconds: float) -> None:
     """The asyncio pool's job: awaits ``seconds`` (past its 2 s timeout: cancelled)."""
