@@ -111,7 +111,7 @@ class History:
     faults: list[Fault]
     concurrency: int = 1  # threads of one process that run handlers
     refusals: list[Refusal] = field(default_factory=list)
-    # (job, attempt) -> when its lost lease was found and the job made pending again
+    # (job, attempt) -> when the job was made pending again after that attempt
     recoveries: dict[tuple[int, int], float] = field(default_factory=dict)
     unexpected_exits: list[tuple[int, int | None]] = field(default_factory=list)
     dead_threads: list[str] = field(default_factory=list)  # "Exception in thread" in a log
@@ -347,8 +347,9 @@ def held_jobs_come_back(history: History) -> list[Violation]:
 
 
 def came_back(held: Held, runs: dict[int, list[Run]], history: History) -> float | None:
-    """When a held job came back: made pending again by a worker that found its lease
-    expired, or claimed again (whichever came first)."""
+    """When a held job came back: made pending again (by a worker that found its lease
+    expired, or by its own resumed worker recording its failure), or claimed again, whichever
+    came first."""
     instants = [claim_of(run) for run in runs.get(held.job, []) if run.attempt > held.attempt]
     recovered = history.recoveries.get((held.job, held.attempt))
     if recovered is not None:

@@ -138,7 +138,8 @@ async def fault_async(seconds: float) -> None:
 
 @receiver(signals.job_retrying)
 def record_recovery(sender: str, job: Job, exc: BaseException, **kwargs: object) -> None:
-    """A lease found expired and its job made pending again (``fault-recovered:<job>:
-    <attempt>``, at the database's clock): the instant it came back."""
-    if sender in (fault_sync.name, fault_async.name) and type(exc).__name__ == "LeaseLost":
+    """A job made pending again after its attempt ended (``fault-recovered:<job>:<attempt>``,
+    at the database's clock): its lease found expired, or its failure recorded late by its
+    worker once it resumed. The instant it came back."""
+    if sender in (fault_sync.name, fault_async.name):
         write_aside(f"{RECOVERED}:{job.pk}:{job.attempts}")
