@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 GRACE = 8.0  # seconds a loaded machine may add to a claim that is due
 TOLERANCE = 0.05  # the database's and Python's reading of the same clock
+RESUME_MARGIN = 2.0  # seconds a resumed worker may take to kill a child whose lease it lost
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,7 @@ def ended_on_resume(run: Run, end: float, stop: Fault) -> bool:
     the lease lost, kills it before anything else."""
     if run.pid == run.worker_pid:
         return True
-    return end <= (stop.until or stop.at) + GRACE
+    return end <= (stop.until or stop.at) + RESUME_MARGIN
 
 
 def no_job_fails(history: History) -> list[Violation]:

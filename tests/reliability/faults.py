@@ -408,12 +408,12 @@ def settled_holdings(process: subprocess.Popen[bytes]) -> tuple[Held, ...]:
 # --- the run -----------------------------------------------------------------------
 
 
-LONG_SHARE = 0.03  # of the jobs run longer than a lease: a stop past it finds them mid-run
+LONG_SHARE = 0.03  # of the jobs run one to three leases: a stop past a lease finds them mid-run
 
 
 def duration(plan: FaultPlan, rng: random.Random) -> float:
     if rng.random() < LONG_SHARE:
-        return rng.uniform(plan.lease, 2 * plan.lease)
+        return rng.uniform(plan.lease, 3 * plan.lease)
     return rng.uniform(0.02, 0.3)
 
 
