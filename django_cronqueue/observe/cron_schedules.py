@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -91,7 +92,7 @@ def describe_expression(expression: str) -> str:
     except cron.InvalidCronExpression:
         text, either = cron.ALIASES.get(expression.strip().lower(), expression), False
     try:
-        descriptor = ExpressionDescriptor(text, options)
+        descriptor = ExpressionDescriptor(_sunday_steps_named(text), options)
         days = descriptor.get_day_of_month_description()
         weekdays = _weekdays(descriptor.get_day_of_week_description())
         if not days or not weekdays:
@@ -104,6 +105,18 @@ def describe_expression(expression: str) -> str:
         return described[:1].upper() + described[1:]
     except Exception:  # any expression cron-descriptor cannot read: show the raw one
         return ""
+
+
+def _sunday_steps_named(text: str) -> str:
+    """A day-of-week step of 7 or more (``*/7``, ``*/8``) fires on Sunday only (0, and 7
+    where the step reaches it): named so, where cron-descriptor would say "every 8 days of
+    the week"."""
+    fields = text.split()
+    step = re.fullmatch(r"\*/(\d+)", fields[4]) if len(fields) == 5 else None
+    if step is None or int(step.group(1)) < 7:
+        return text
+    fields[4] = "0"
+    return " ".join(fields)
 
 
 def _weekdays(phrase: str) -> str:

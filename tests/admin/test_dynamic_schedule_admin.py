@@ -435,6 +435,8 @@ def test_preview_gives_the_description_and_next_five_runs(admin_client):
         ("0 8 */1 * MON", "At 08:00, only on Monday", {"Mon"}),
         ("0 8 */10 * MON", "At 08:00, every 10 days, but only on Monday", {"Mon"}),
         ("0 8 1 SEP-9 *", "At 08:00, on day 1 of the month, only in September", None),
+        ("0 8 * * */8", "At 08:00, only on Sunday", {"Sun"}),
+        ("0 8 * * */7", "At 08:00, only on Sunday", {"Sun"}),
     ],
 )
 def test_preview_follows_the_day_rule(admin_client, expression, description, weekdays):
