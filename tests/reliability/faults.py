@@ -308,6 +308,40 @@ def cut_sessions() -> None:
     with_database(terminate)
 
 
+class ReturnWatch:
+    """Watches the jobs a killed or stopped worker held, and notes when each came back:
+    no longer running under the attempt it held (pending again by whatever path, or claimed
+    again), read from the database every tick."""
+
+    def __init__(self) -> None:
+        self.watched: dict[int, int] = {}  # job -> the attempt its worker held
+        self.returns: dict[tuple[int, int], float] = {}
+
+    def add(self, held: tuple[Held, ...]) -> None:
+        for job in held:
+            self.watched.setdefault(job.job, job.attempt)
+
+    def look(self) -> None:
+        from django.db import DatabaseError, connection
+
+        from django_cronqueue.models import Job
+
+        if not self.watched:
+            return
+        try:
+            rows = Job.objects.filter(id__in=list(self.watched)).values_list(
+                "id", "status", "attempts"
+            )
+            now = time.time()
+            for job, status, attempts in rows:
+                attempt = self.watched[job]
+                if status != "running" or attempts != attempt:
+                    self.returns[(job, attempt)] = now
+                    del self.watched[job]
+        except DatabaseError:
+            connection.close()  # the faults keep the database away: the next tick looks again
+
+
 class Injector:
     """Applies the seeded faults, one at a time."""
 
@@ -320,6 +354,11 @@ class Injector:
         self.cluster = cluster
         self.random = random.Random(plan.seed)
         self.faults: list[Fault] = []
+        self.returns = ReturnWatch()
+
+    def note(self, fault: Fault) -> None:
+        self.faults.append(fault)
+        self.returns.add(fault.held)
 
     def next_pause(self) -> float:
         return self.random.uniform(0.5, 3.0)
@@ -337,7 +376,7 @@ class Injector:
         descendants = tuple(descendants_of(victim.pid))
         at = time.time()
         self.workers.kill(victim)
-        self.faults.append(
+        self.note(
             Fault(
                 at,
                 "kill_worker",
@@ -353,9 +392,7 @@ class Injector:
         at = time.time()
         until = at + self.plan.lease + self.random.uniform(*self.STOP_BEYOND_LEASE)
         self.workers.stop(victim, until)
-        self.faults.append(
-            Fault(at, "stop_worker", victim.pid, until=until, held=settled_holdings(victim))
-        )
+        self.note(Fault(at, "stop_worker", victim.pid, until=until, held=settled_holdings(victim)))
 
     def stop_parent(self, running: list[subprocess.Popen[bytes]]) -> None:
         """The process pool's worker stopped while its children go on."""
@@ -363,9 +400,7 @@ class Injector:
         at = time.time()
         until = at + self.plan.lease + self.random.uniform(*self.STOP_BEYOND_LEASE)
         self.workers.stop(victim, until, group=False)
-        self.faults.append(
-            Fault(at, "stop_parent", victim.pid, until=until, held=settled_holdings(victim))
-        )
+        self.note(Fault(at, "stop_parent", victim.pid, until=until, held=settled_holdings(victim)))
 
     def kill_child(self, running: list[subprocess.Popen[bytes]]) -> None:
         """SIGKILL to one of a worker's pool processes: its forker (its one child) or a
@@ -502,6 +537,7 @@ def _inject_and_drain(
             enqueued = due
         workers.resume_due(time.time())
         workers.replace_exited()
+        injector.returns.look()
         if time.monotonic() >= next_fault:
             injector.inject()
             next_fault = time.monotonic() + injector.next_pause()
@@ -513,10 +549,13 @@ def _inject_and_drain(
     deadline = time.monotonic() + plan.drain_timeout
     while not finished(plan.jobs) and time.monotonic() < deadline:
         workers.replace_exited()
-        time.sleep(0.5)
+        injector.returns.look()
+        time.sleep(0.2)
     exits = workers.unexpected_exits()
     workers.terminate()
     history = read_history(plan, origin, injector.faults, exits)
+    for key, instant in injector.returns.returns.items():  # seen, or recorded, first
+        history.recoveries[key] = min(instant, history.recoveries.get(key, instant))
     logs = workers.logs()
     (folder / "workers.log").write_text(logs)
     history.dead_threads = [line for line in logs.splitlines() if "Exception in thread" in line]
