@@ -612,7 +612,8 @@ def upstream_timeout(key: str) -> None:
     name="rel.pool.async_upstream_timeout",
     timeout=30,
     retries=2,
-    retry_on=(TimeoutError,),
+    # Until Python 3.11 asyncio.wait_for raises asyncio.TimeoutError, not the builtin.
+    retry_on=(TimeoutError, asyncio.TimeoutError),
     backoff=no_wait,
 )
 async def async_upstream_timeout(key: str) -> None:
