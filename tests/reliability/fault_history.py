@@ -9,9 +9,10 @@ docs/reliability.md publishes:
    attempt (one claim) runs twice.
 3. No run starts while an earlier run of the same job still executes on a worker that was
    not stopped past its lease (a run that was killed ends at the fault that killed its
-   process); a process-pool child that went on while its worker was stopped is killed by the
-   worker as it resumes. (A thread's handler, which nothing can stop, runs on to its end after
-   its worker resumes: docs/reliability.md, "Writing idempotent handlers".)
+   process, or as its worker found the lease run out and killed the child); a process-pool
+   child that went on while its worker was stopped is killed by the worker as it resumes.
+   (A thread's handler, which nothing can stop, runs on to its end after its worker
+   resumes: docs/reliability.md, "Writing idempotent handlers".)
 4. No job fails for a reason the faults do not explain. Each job may retry far more often
    than the faults can make it fail, so a failed row is such a failure; and a handler whose
    first query meets a dead connection is explained once per handler thread after each cut
@@ -32,7 +33,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-GRACE = 8.0  # seconds a loaded machine may add to a claim that is due
+GRACE = 12.0  # seconds a loaded machine may add to a claim that is due
 TOLERANCE = 0.05  # the database's and Python's reading of the same clock
 RESUME_MARGIN = 2.0  # seconds a resumed worker may take to kill a child whose lease it lost
 
@@ -116,6 +117,8 @@ class History:
     recoveries: dict[tuple[int, int], float] = field(default_factory=dict)
     unexpected_exits: list[tuple[int, int | None]] = field(default_factory=list)
     dead_threads: list[str] = field(default_factory=list)  # "Exception in thread" in a log
+    # process-pool children their worker killed as it found their job's lease run out (logged)
+    lease_kills: set[int] = field(default_factory=set)
 
     def runs_by_job(self) -> dict[int, list[Run]]:
         grouped: dict[int, list[Run]] = defaultdict(list)
@@ -175,6 +178,8 @@ def no_two_runs_at_once(history: History) -> list[Violation]:
     for job, runs in history.runs_by_job().items():
         for index, earlier in enumerate(runs):
             end = end_of(earlier, history.faults)
+            if end is None and earlier.pid in history.lease_kills:
+                continue  # its worker killed it as the lease ran out, before another claim
             if end is None:
                 found.append(
                     Violation(

@@ -20,6 +20,7 @@ import glob
 import os
 import pwd
 import random
+import re
 import shutil
 import signal
 import socket
@@ -39,6 +40,8 @@ WORKER_SETTINGS = "tests.reliability.worker_settings"
 POOLS = ("threads", "processes", "asyncio")
 T = TypeVar("T")
 BOUNCER_RETRY = "server_login_retry = 1\n"
+# The process pool's worker, finding a running job's lease run out, kills its child.
+LEASE_KILL = re.compile(r"its lease ran out while it ran .*?: its child process (\d+) was killed")
 
 
 @dataclass(frozen=True)
@@ -559,6 +562,7 @@ def _inject_and_drain(
     logs = workers.logs()
     (folder / "workers.log").write_text(logs)
     history.dead_threads = [line for line in logs.splitlines() if "Exception in thread" in line]
+    history.lease_kills = {int(pid) for pid in LEASE_KILL.findall(logs)}
     return Outcome(
         plan=plan,
         history=history,

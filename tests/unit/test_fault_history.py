@@ -133,7 +133,7 @@ def test_a_worker_that_exits_by_itself():
 def test_a_database_fault_while_a_held_job_waits_adds_its_outage_and_the_backoff():
     kill = Fault(12.0, "kill_worker", WORKER_A, held=(Held(1, 1, 16.5),))
     restart = Fault(16.0, "restart_server", until=16.5)
-    back = run(attempt=2, worker=WORKER_B, claimed=27.0, ended=28.0)
+    back = run(attempt=2, worker=WORKER_B, claimed=31.0, ended=32.0)
     assert check(history([succeeded(attempts=2)], [run(ended=None), back], [kill])) != []
     assert check(history([succeeded(attempts=2)], [run(ended=None), back], [kill, restart])) == []
 
@@ -184,4 +184,14 @@ def test_a_held_job_made_pending_in_time_came_back_however_late_its_next_claim()
     found = history([succeeded(attempts=2)], [run(ended=None), late], [kill])
     assert invariants(check(found)) == [5]
     found.recoveries = {(1, 1): 17.0}
+    assert check(found) == []
+
+
+def test_a_child_its_worker_killed_as_the_lease_ran_out_ended_then():
+    child = 150
+    killed = run(attempt=1, pid=child, claimed=10.0, ended=None)
+    again = run(attempt=2, worker=WORKER_B, claimed=17.0, ended=18.0)
+    found = history([succeeded(attempts=2)], [killed, again])
+    assert invariants(check(found)) == [3]
+    found.lease_kills = {child}
     assert check(found) == []
