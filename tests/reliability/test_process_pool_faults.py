@@ -145,6 +145,10 @@ def test_a_job_cancelled_before_its_child_starts_it_is_never_started(runjobs):
     jobs.cancel(c.pk)
     requested = time.time() + 1  # a clock the worker corrects by at most a few ms
     wait_until(lambda: beat_after(requested, worker_id), timeout=60)
+    # And the beat after that one: the first has then passed the cancel on to the child
+    # (on a loaded machine, a release right after its start let the child start c first).
+    seen = WorkerRow.objects.values_list("last_seen", flat=True).get(id=worker_id).timestamp()
+    wait_until(lambda: beat_after(seen, worker_id), timeout=60)
     release("w1")
     row = ended_or_cancelled(c)
     assert row.status == "cancelled", runjobs.log(worker)
