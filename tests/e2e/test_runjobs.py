@@ -64,7 +64,7 @@ def test_sigterm_lets_the_running_handler_finish_gives_back_the_rest_and_exits_0
         jobs.enqueue(test_jobs.slow_record, {"key": f"slow-{i}", "seconds": 1.5}) for i in range(4)
     ]
     worker = runjobs.start("--shutdown-timeout", "20", settings={"PREFETCH": 4})
-    wait_until(lambda: Job.objects.filter(status="running").count() == 4)
+    wait_until(lambda: Job.objects.filter(status="running").count() == 4, timeout=120)
     time.sleep(0.3)  # the first slow handler is under way
     started = time.monotonic()
     worker.send_signal(signal.SIGTERM)
