@@ -116,7 +116,7 @@ def producer_child(spec: str) -> int:
 def prune_loop(every: float) -> None:
     from django.utils import timezone
 
-    from django_cronqueue import maintenance
+    from django_cronqueue.housekeeping import maintenance
 
     while True:
         time.sleep(every)
@@ -159,7 +159,7 @@ class Probe:
         from django_cronqueue import jobs
         from django_cronqueue.claiming import claim_due
         from django_cronqueue.claiming.floor import ClaimFloors
-        from django_cronqueue.storage_watch import HoldWatch
+        from django_cronqueue.worker.storage_watch import HoldWatch
 
         jobs.enqueue_many(NOOP, [{"n": 0}] * PROBE_HELD, queue=PROBE_QUEUE)
         self.held = claim_due(

@@ -9,7 +9,7 @@ figures agree with an exact ``GROUP BY`` of the table.
     .venv/bin/python bench/counts.py --rows 20000000 --drop
     .venv/bin/python bench/counts.py --refill           # rebuild the table first
 
-Where the package keeps counts of finished rows (``django_cronqueue.history``), they are
+Where the package keeps counts of finished rows (``django_cronqueue.history.counting``), they are
 emptied and one housekeeping pass counts the history first, as after the upgrade (timed:
 the first pass reads every finished row once; the next ones read only the rows finished
 since). Run from an older checkout
@@ -181,19 +181,19 @@ def count_history() -> None:
     first one after a fill reads the whole history, the next only what finished since."""
     import django_cronqueue
 
-    if not (Path(django_cronqueue.__file__).parent / "history.py").exists():
+    if not (Path(django_cronqueue.__file__).parent / "counting.py").exists():
         print("this version keeps no counts of finished rows: every read counts the table")
         return
     from django.utils import timezone
 
-    from django_cronqueue import history
+    from django_cronqueue.history import counting
     from django_cronqueue.models import FinishedCount, FinishedCountMark
 
     FinishedCount.objects.all().delete()  # count from scratch, as after the upgrade
     FinishedCountMark.objects.all().delete()
     for label in ("first housekeeping pass", "next housekeeping pass"):
         start = time.perf_counter()
-        history.count_finished(timezone.now())
+        counting.count_finished(timezone.now())
         print(f"{label}: {(time.perf_counter() - start) * 1000:,.0f} ms")
 
 

@@ -373,10 +373,10 @@ def insert_finished(
 def archive_history() -> None:
     """Move the rows just inserted where a site's workers would have put them as they
     finished: into the history tables, or MariaDB's history partition
-    (``django_cronqueue.archive``)."""
+    (``django_cronqueue.history.archive``)."""
     from django.utils import timezone
 
-    from django_cronqueue import archive
+    from django_cronqueue.history import archive
 
     started = time.perf_counter()
     moved = 0
@@ -472,12 +472,12 @@ def recount() -> float:
     would do that first pass."""
     from django.utils import timezone
 
-    from django_cronqueue import history
+    from django_cronqueue.history import counting
     from django_cronqueue.models import FinishedCountMark
 
     FinishedCountMark.objects.all().delete()  # the next pass empties the counts, counts again
     started = time.perf_counter()
-    history.count_finished(timezone.now())
+    counting.count_finished(timezone.now())
     return time.perf_counter() - started
 
 
@@ -540,7 +540,7 @@ def prune_child() -> int:
     django.setup()
     from django.utils import timezone
 
-    from django_cronqueue import maintenance
+    from django_cronqueue.housekeeping import maintenance
 
     started = time.perf_counter()
     deleted = maintenance.prune(timezone.now())
@@ -579,7 +579,7 @@ def insert_into_history_tables(count: int, days: int) -> None:
     (about 130,000 rows/s here, where moving them goes at 20,000)."""
     from django.db import connection
 
-    from django_cronqueue import archive
+    from django_cronqueue.history import archive
 
     today = dt.datetime.now(dt.timezone.utc).date()
     columns = ", ".join(HISTORY_ROW)
@@ -825,7 +825,7 @@ def materialize_due(scheduler: Any, due: int) -> tuple[float, int, int]:
 
 
 def measure_dynamic(options: argparse.Namespace) -> dict[str, Any]:
-    from django_cronqueue.scheduler import Scheduler
+    from django_cronqueue.schedules.scheduler import Scheduler
 
     print(f"dynamic: {options.dynamic:,} schedules, {options.ticks} ticks", flush=True)
     create_dynamic_schedules(options.dynamic)

@@ -45,9 +45,9 @@ from django.utils.module_loading import autodiscover_modules, import_string
 
 from . import signals
 from .conf import database_alias
+from .definitions.registry import JobDefinition, registry, validate_common_options
 from .exceptions import InvalidPayload
-from .registry import JobDefinition, registry, validate_common_options
-from .taskapi import (
+from .integrations.taskapi import (
     PROVIDER,
     InvalidTask,
     InvalidTaskBackend,
@@ -62,8 +62,8 @@ from .taskapi import (
     task_finished,
     task_started,
 )
-from .taskapi import BaseTaskBackend as _BaseTaskBackend
-from .validation import MAX_NAME_LENGTH, is_finite_number, is_int
+from .integrations.taskapi import BaseTaskBackend as _BaseTaskBackend
+from .values.validation import MAX_NAME_LENGTH, is_finite_number, is_int
 
 # django.tasks (Django >= 6.0) or the django-tasks backport (Django 5.2): see taskapi.
 HAS_DJANGO_TASKS = PROVIDER is not None
@@ -259,7 +259,7 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-
     # enqueueing -----------------------------------------------------------------------
 
     def enqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-        from .enqueue import enqueue
+        from .enqueueing.enqueue import enqueue
 
         self.validate_task(task)
         definition = registry.resolve(job_name(task))

@@ -14,7 +14,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 
 from .conf import KNOWN_KEYS, is_module_list, user_settings
-from .validation import MAX_QUEUE_LENGTH, is_finite_number, is_int, is_queue_name
+from .values.validation import MAX_QUEUE_LENGTH, is_finite_number, is_int, is_queue_name
 
 CHECK_ID = "django_cronqueue.{}"
 

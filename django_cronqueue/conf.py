@@ -44,7 +44,9 @@ class CronQueueSettings:
     TIMEOUT_GRACE: float = 60
     MAX_JOBS_PER_CHILD: int | None = None  # process pool: replace a child after N jobs
     MAX_MEMORY_PER_CHILD: int | None = None  # process pool: MB of resident set after a job
-    EAGER: bool = False  # tests: enqueue runs the handler at once (django_cronqueue.eager)
+    EAGER: bool = (
+        False  # tests: enqueue runs the handler at once (django_cronqueue.enqueueing.eager)
+    )
     DISCOVER: tuple[str, ...] = ("jobs",)  # modules imported from every installed app
     # PostgreSQL: the worker warns when a transaction on the queue's database has been
     # open this many seconds, or the job table holds this many dead rows (None: never).

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from . import observe
 from .conf import database_alias, get_settings, max_clock_skew
-from .dbclock import beyond, describe_offset
+from .db.clock import beyond, describe_offset
 from .exceptions import NotMigrated
 from .observe import (
     DEFAULT_SCHEDULE_GRACE,
@@ -37,7 +37,7 @@ from .observe import (
     WorkerStatus,
 )
 from .observe.storage import StorageHealth, storage_health
-from .startup import describe_database, require_tables
+from .worker.startup import describe_database, require_tables
 
 DEFAULT_MAX_PENDING_AGE = 300.0
 

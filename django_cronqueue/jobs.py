@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.apps import apps
 
-from .backoff import exponential
-from .context import JobContext, current
-from .cronspec import CronRun
-from .decorators import JobHandle, cron, job
+from .cron.spec import CronRun
+from .definitions.backoff import exponential
+from .definitions.registry import JobDefinition
+from .enqueueing.decorators import JobHandle, cron, job
+from .enqueueing.workflows import Chain, Group, Signature
 from .exceptions import (
     ChildDied,
     Discard,
@@ -31,9 +32,8 @@ from .exceptions import (
     TimeLimitExceeded,
     UnknownJob,
 )
-from .registry import JobDefinition
-from .results import TickResult
-from .workflows import Chain, Group, Signature
+from .running.context import JobContext, current
+from .worker.results import TickResult
 
 if TYPE_CHECKING:
     from .lifecycle import Cancellation
@@ -89,8 +89,9 @@ def enqueue(
     **arguments: Any,
 ) -> Job:
     """Enqueue one run of ``job`` (its name or handle) with ``payload``, or with keyword
-    arguments (``jobs.enqueue(send_receipt, order_id=1)``); see ``django_cronqueue.enqueue``."""
-    from .enqueue import enqueue as _enqueue
+    arguments (``jobs.enqueue(send_receipt, order_id=1)``); see
+    ``django_cronqueue.enqueueing.enqueue``."""
+    from .enqueueing.enqueue import enqueue as _enqueue
 
     return _enqueue(
         job,
@@ -120,8 +121,8 @@ def enqueue_on_commit(
     """``jobs.enqueue``, checked now but written when the transaction on the site's
     database ``using`` (``default`` when None) commits; a rollback drops it. For a queue
     in a database of its own (``CRONQUEUE["DATABASE"]``); see
-    ``django_cronqueue.on_commit``."""
-    from .on_commit import enqueue_on_commit as _enqueue_on_commit
+    ``django_cronqueue.enqueueing.on_commit``."""
+    from .enqueueing.on_commit import enqueue_on_commit as _enqueue_on_commit
 
     _enqueue_on_commit(
         job,
@@ -171,14 +172,14 @@ def enqueue_many(
     queue: str | None = None,
 ) -> list[Job]:
     """Enqueue one run per payload, one INSERT per batch."""
-    from .enqueue import enqueue_many as _enqueue_many
+    from .enqueueing.enqueue import enqueue_many as _enqueue_many
 
     return _enqueue_many(job, payloads, run_at=run_at, delay=delay, priority=priority, queue=queue)
 
 
 def tick(now: dt.datetime | None = None, queues: Sequence[str] | None = None) -> TickResult:
     """Run one tick in this process (handlers inline); returns TickResult."""
-    from .ticks import tick as _tick
+    from .worker.tick import tick as _tick
 
     housekeeping = apps.get_app_config("django_cronqueue").housekeeping  # type: ignore[attr-defined]
     return _tick(now=now, queues=queues, housekeeping=housekeeping)
@@ -219,22 +220,22 @@ def pause(
     by: str = "",
 ) -> Pause:
     """Pause a queue or a job name: its pending jobs are not claimed until ``resume()``
-    or ``until``; see ``django_cronqueue.pauses``."""
-    from .pauses import pause as _pause
+    or ``until``; see ``django_cronqueue.operations.pauses``."""
+    from .operations.pauses import pause as _pause
 
     return _pause(queue=queue, name=name, until=until, reason=reason, by=by)
 
 
 def resume(queue: str | None = None, name: str | JobDefinition | None = None) -> bool:
     """End a pause and wake idle workers. False when it was not paused."""
-    from .pauses import resume as _resume
+    from .operations.pauses import resume as _resume
 
     return _resume(queue=queue, name=name)
 
 
 def chain(*signatures: Signature) -> Chain:
     """``jobs.chain(a.s(...), b.s(...)).enqueue()``: each job waits for the one before
-    it; see ``django_cronqueue.workflows``."""
+    it; see ``django_cronqueue.enqueueing.workflows``."""
     return Chain(*signatures)
 
 

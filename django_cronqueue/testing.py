@@ -18,7 +18,7 @@ def test_signup_sends_a_welcome_email(client):
   payload=None)``: the same as assertions whose failure lists what *was* enqueued.
 - ``capture_jobs()``: a context manager that sees only the rows created inside it.
 - ``eager()``: a context manager (and ``CRONQUEUE["EAGER"] = True``, the setting) that
-  makes every enqueue run its handler at once; see ``django_cronqueue.eager``.
+  makes every enqueue run its handler at once; see ``django_cronqueue.enqueueing.eager``.
 
 The pytest plugin (``django_cronqueue.pytest_plugin``, loaded automatically) exposes
 these as the ``cronqueue`` and ``cronqueue_eager`` fixtures.
@@ -40,11 +40,11 @@ from typing import Any
 from django.db.models import Max
 from django.test import override_settings
 
-from . import typedjson
 from .conf import database_alias, user_settings
+from .definitions.registry import JobDefinition, registry
 from .models import Job
-from .registry import JobDefinition, registry
-from .results import TickResult
+from .values import typedjson
+from .worker.results import TickResult
 
 __all__ = [
     "CronQueueHelper",

@@ -40,12 +40,12 @@ def setup_django() -> None:
 
 def documented_callables() -> dict[str, Callable[..., Any]]:
     from django_cronqueue import cron, health, jobs, testing
-    from django_cronqueue.decorators import EnqueueOptions, JobHandle
+    from django_cronqueue.enqueueing.decorators import EnqueueOptions, JobHandle
+    from django_cronqueue.enqueueing.workflows import Chain, Group
     from django_cronqueue.models import Batch, CronSchedule, Job
-    from django_cronqueue.workflows import Chain, Group
 
     found: dict[str, Callable[..., Any]] = {}
-    from django_cronqueue.context import JobContext
+    from django_cronqueue.running.context import JobContext
 
     for name in (
         "job",

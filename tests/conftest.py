@@ -21,20 +21,20 @@ def _fresh_housekeeping():
     syncs the schedule rows."""
     from django.apps import apps
 
-    from django_cronqueue.ticks import Housekeeping
+    from django_cronqueue.worker.tick import Housekeeping
 
     apps.get_app_config("django_cronqueue").housekeeping = Housekeeping()
 
 
 @pytest.fixture
 def bounded_enumeration(monkeypatch):
-    """Counts the wall times croniter is asked for (django_cronqueue.cron), and stops a
+    """Counts the wall times croniter is asked for (django_cronqueue.cron.maths), and stops a
     test that asks for more than 20,000: one that enumerates a whole range of years of
     minutes instead of the few it needs would otherwise run for minutes or hours."""
-    from django_cronqueue import cron
+    from django_cronqueue.cron import maths
 
     computed = []
-    wall_times = cron._wall_times
+    wall_times = maths._wall_times
 
     def counted(schedule, after):
         for wall in wall_times(schedule, after):
@@ -43,5 +43,5 @@ def bounded_enumeration(monkeypatch):
                 raise AssertionError("enumerated the whole range instead of stopping")
             yield wall
 
-    monkeypatch.setattr(cron, "_wall_times", counted)
+    monkeypatch.setattr(maths, "_wall_times", counted)
     return computed

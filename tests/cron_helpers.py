@@ -5,7 +5,7 @@ import datetime as dt
 from zoneinfo import ZoneInfo
 
 from django_cronqueue import jobs
-from django_cronqueue.registry import registry
+from django_cronqueue.definitions.registry import registry
 
 UTC = dt.timezone.utc
 RUNS: list[jobs.CronRun] = []

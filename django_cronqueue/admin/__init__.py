@@ -7,6 +7,9 @@ deleted through ``jobs.pause()`` and ``jobs.resume()``). Every text shown is esc
 (``format_html`` and templates). The job list stays fast on millions of rows: constant
 query count, one aggregate for the status counts, and no COUNT(*) over the whole table
 (``filters``). Every fact shown is read from ``django_cronqueue.observe``.
+
+May import every concept (``jobs``, ``operations``, ``schedules``, ``observe``, ...); no
+module of the package imports it.
 """
 
 from django.contrib import admin

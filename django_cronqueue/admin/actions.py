@@ -30,7 +30,7 @@ from django.contrib import messages
 from django.db.models import Model
 from django.http import HttpRequest
 
-from ..bulk import Tally
+from ..operations.bulk import Tally
 from .renderers import listing, plural
 
 M = TypeVar("M", bound=Model)

@@ -14,8 +14,8 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
 
-from ..bulk import Tally
 from ..conf import database_alias
+from ..operations.bulk import Tally
 from .actions import Action, Noun, Outcome, history_of, messages_of
 from .renderers import plural
 

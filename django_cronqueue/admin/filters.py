@@ -17,9 +17,9 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 
 from .. import observe
+from ..definitions.registry import registry
 from ..models import Job, JobStatus
-from ..registry import registry
-from ..validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
+from ..values.validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 
 #: The columns the list filters by exact value, and how long their values can be.
 MAX_LENGTHS = {"name": MAX_NAME_LENGTH, "queue": MAX_QUEUE_LENGTH}

@@ -1,5 +1,5 @@
 """The job admin's actions, Retry, Cancel and Run now: which jobs each applies to, how
-it is carried out (set-based, ``django_cronqueue.bulk``) and what the operator is told.
+it is carried out (set-based, ``django_cronqueue.operations.bulk``) and what the operator is told.
 
 Cancel applies to pending jobs (cancelled at once) and to running ones (their handlers
 are asked to stop; a job ends cancelled when its handler then stops, succeeded when it
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.db.models import QuerySet
 
-from .. import bulk
 from ..models import Job, JobStatus
+from ..operations import bulk
 from .actions import Action, summary_messages
 
 JOB = "job"

@@ -11,8 +11,8 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from .. import observe
+from ..definitions.registry import registry
 from ..models import Job, JobStatus
-from ..registry import registry
 from .filters import ERROR_CHARS
 from .renderers import (
     breakable_name,

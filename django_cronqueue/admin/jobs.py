@@ -22,10 +22,10 @@ from django.utils.html import format_html
 
 from .. import observe
 from ..conf import database_alias
-from ..error_text import MAX_ERROR_CHARS
+from ..definitions.registry import registry
 from ..models import CronSchedule, Job, JobStatus, Worker
-from ..registry import registry
-from ..validation import MAX_DEDUPE_KEY_LENGTH
+from ..values.error_text import MAX_ERROR_CHARS
+from ..values.validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard, pauses
 from .actions import by_whom, done_message
 from .base import ReadOnlyAdmin

@@ -28,7 +28,7 @@ from django.utils.html import format_html
 from .. import jobs
 from ..conf import database_alias
 from ..models import Job, Pause
-from ..validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
+from ..values.validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 from .actions import by_whom
 from .renderers import pause_until_text
 

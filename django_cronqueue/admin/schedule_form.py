@@ -15,13 +15,15 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from .. import cron, dynamic, observe, typedjson
-from ..arguments import check_payload, check_priority, check_queue
-from ..cronspec import CATCH_UP_MODES, DEFAULT_MAX_CATCH_UP, OVERLAP_MODES
+from .. import cron, observe
+from ..cron.spec import CATCH_UP_MODES, DEFAULT_MAX_CATCH_UP, OVERLAP_MODES
+from ..definitions.registry import JobDefinition, registry
+from ..enqueueing.arguments import check_payload, check_priority, check_queue
 from ..exceptions import InvalidPayload, UnknownJob
 from ..models import CronSchedule
-from ..registry import JobDefinition, registry
-from ..validation import MAX_EXPRESSION_LENGTH, MAX_JSON_DEPTH, MAX_ZONE_NAME_LENGTH
+from ..schedules import dynamic
+from ..values import typedjson
+from ..values.validation import MAX_EXPRESSION_LENGTH, MAX_JSON_DEPTH, MAX_ZONE_NAME_LENGTH
 from .renderers import local_time
 
 PREVIEW_RUNS = 5

@@ -24,7 +24,7 @@ from django.utils.html import format_html, format_html_join
 from .. import observe
 from ..exceptions import UnknownJob
 from ..models import CronSchedule
-from ..validation import MAX_NAME_LENGTH
+from ..values.validation import MAX_NAME_LENGTH
 from .actions import Action, Noun, Outcome, each
 from .renderers import (
     breakable_name,

@@ -9,6 +9,8 @@ claimed in a separate step (under their lock rows), names with flow limits in an
 ``complete_and_claim`` also writes a slot's quick successes (one statement on
 PostgreSQL), and ``claim_one`` is eager mode's claim of one given row.
 ``claim_request`` (in ``request``) builds the request from the registry.
+
+May import ``history``, ``models``, ``definitions``, ``db``, ``values`` and ``conf``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ..conf import database_alias, get_settings
-from ..registry import registry
+from ..definitions.registry import registry
 from . import base
 from .base import TABLE, ClaimedJob, ClaimFloor, ClaimRequest, FlowLimit
 from .request import claim_request, is_capped

@@ -16,11 +16,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
-from .. import typedjson
-from ..archive.mysql import HOT_ROWS
-from ..cursors import fast_cursor
+from ..db.cursors import fast_cursor
+from ..history.archive.mysql import HOT_ROWS
 from ..models import Job, JobStatus, NameLock, Pause
-from ..statuses import STATUS_EXPRESSION
+from ..models.statuses import STATUS_EXPRESSION
+from ..values import typedjson
 
 TABLE = Job._meta.db_table
 LOCK_TABLE = NameLock._meta.db_table
@@ -86,7 +86,7 @@ class ClaimedJob:
     # alone), or count it in its batch (in the transaction that writes it).
     has_downstream: bool = False
     batch_id: int | None = None
-    traceparent: str = ""  # the span that enqueued it (django_cronqueue.tracing)
+    traceparent: str = ""  # the span that enqueued it (django_cronqueue.integrations.tracing)
     # Its payload may hold tagged values (typedjson), decoded for the handler; False
     # for the JSON text of most payloads, which then is not walked.
     tagged: bool = False

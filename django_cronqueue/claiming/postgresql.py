@@ -18,9 +18,9 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..cursors import fast_cursor
+from ..db.cursors import fast_cursor
 from ..models import JobStatus
-from ..statuses import STATUS_EXPRESSION
+from ..models.statuses import STATUS_EXPRESSION
 from . import flow
 from .base import (
     ORDER,

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 
 from ..conf import get_settings
-from ..registry import JobDefinition, registry
+from ..definitions.registry import JobDefinition, registry
 from .base import ClaimFloor, ClaimRequest, FlowLimit
 
 

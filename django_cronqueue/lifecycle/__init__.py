@@ -8,6 +8,8 @@ win: completions are guarded by the lease token of the claim that ran them.
 
 ``running`` holds the worker's transitions of a claimed job, ``operator`` those that
 operators and user code ask for (retry, cancel, run now), ``common`` what they share.
+
+May import ``claiming``, ``history`` and everything below them.
 """
 
 from .common import Outcome

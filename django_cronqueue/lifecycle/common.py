@@ -15,14 +15,14 @@ from django.db.models.lookups import Exact
 
 from ..claiming import ClaimedJob
 from ..conf import database_alias
-from ..error_text import (
+from ..models import Job, JobStatus
+from ..values.error_text import (
     MAX_CLASS_PATH_CHARS,
     MAX_ERROR_CHARS,
     MAX_TRACEBACK_CHARS,
     ascii_text,
     describe,
 )
-from ..models import Job, JobStatus
 
 logger = logging.getLogger("django_cronqueue")
 

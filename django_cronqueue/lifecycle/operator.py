@@ -1,6 +1,6 @@
 """The operator's transitions: retry, cancel (of a pending job, or a request to stop a
 running one), run now; for one job (``Job.retry()`` ...) and for many rows at once
-(``django_cronqueue.bulk``). Each is one conditional UPDATE, written once below
+(``django_cronqueue.operations.bulk``). Each is one conditional UPDATE, written once below
 (``retry_rows``, ``cancel_rows``, ``request_cancel_rows``, ``make_rows_due``)."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .. import archive, history
 from ..conf import database_alias
-from ..error_text import MAX_ERROR_CHARS, clean_text
+from ..db.notify import announce_cancel, wake_workers
+from ..history import archive, counting
 from ..models import FINISHED_STATUSES, Job, JobStatus
-from ..notify import announce_cancel, wake_workers
+from ..values.error_text import MAX_ERROR_CHARS, clean_text
 from . import workflow
 from .common import apply_changes, job_rows, running_rows
 
@@ -139,15 +139,15 @@ def retry_rows(ids: list[int], now: dt.datetime) -> int:
         return 0
     retryable = job_rows().filter(id__in=ids, status__in=RETRYABLE)
     with transaction.atomic(using=database_alias()):
-        counted_until = history.lock_mark()
-        rows = list(retryable.select_for_update().values_list("pk", *history.ROW_FIELDS))
+        counted_until = counting.lock_mark()
+        rows = list(retryable.select_for_update().values_list("pk", *counting.ROW_FIELDS))
         retried = [row[0] for row in rows]
         archive.reopen(retried)
         updated = retryable.filter(pk__in=retried).update(
             **_retry_changes(now), active_dedupe_key=F("dedupe_key")
         )
         reopened = workflow.reopen(retried, now)
-        history.uncount([row[1:] for row in rows] + reopened, counted_until)
+        counting.uncount([row[1:] for row in rows] + reopened, counted_until)
     return updated
 
 
@@ -174,7 +174,7 @@ def cancel_rows(ids: list[int], reason: str, now: dt.datetime, *, by: str = "") 
     changes = _cancel_changes(reason, now, by)
     pending = job_rows().filter(id__in=ids, status=JobStatus.PENDING)
     # ``now`` is the caller's clock (a web host's), maybe behind the counts' mark.
-    with history.counting_stamped(now):
+    with counting.counting_stamped(now):
         in_workflow = list(
             pending.exclude(has_downstream=False, batch__isnull=True)
             .select_for_update()

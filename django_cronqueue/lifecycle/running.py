@@ -15,20 +15,21 @@ from django.db import DataError, IntegrityError, connections, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from .. import history, signals
+from .. import signals
 from ..claiming import ClaimedJob
 from ..conf import database_alias
-from ..error_text import (
+from ..db.notify import wake_workers
+from ..definitions.registry import JobDefinition
+from ..exceptions import LeaseLost, Snooze
+from ..history import counting
+from ..models import Job, JobStatus
+from ..values.error_text import (
     MAX_ERROR_CHARS,
     class_path,
     clean_text,
     describe,
     format_traceback,
 )
-from ..exceptions import LeaseLost, Snooze
-from ..models import Job, JobStatus
-from ..notify import wake_workers
-from ..registry import JobDefinition
 from . import workflow
 from .common import (
     Outcome,
@@ -66,7 +67,7 @@ def complete_success(
         "result": result,
         **_progress_change(progress),
     }
-    with history.finishing(now, atomic=False):
+    with counting.finishing(now, atomic=False):
         if job.in_workflow:
             updated = _record_workflow_success(job, changes, now)
         else:
@@ -83,7 +84,7 @@ def ended_without_success(write: Callable[[], int], job_id: int, now: dt.datetim
     """Run ``write`` (a final failure or a cancellation of job ``job_id``) and, if it
     wrote, cancel the jobs that waited for it and count it in its batch, in one
     transaction."""
-    with history.finishing(now):
+    with counting.finishing(now):
         updated = write()
         if updated:
             workflow.after_end([job_id], now)

@@ -1,4 +1,4 @@
-"""Workflows on the completion side (``django_cronqueue.workflows`` writes them).
+"""Workflows on the completion side (``django_cronqueue.enqueueing.workflows`` writes them).
 
 Each function runs inside the transaction of the transition that calls it, so a crash
 cannot record an upstream success and lose the release of its downstream:
@@ -26,10 +26,10 @@ from django.db.models.functions import Greatest
 
 from ..claiming import ClaimedJob
 from ..conf import database_alias
-from ..error_text import MAX_ERROR_CHARS, clean_text
-from ..history import ROW_FIELDS
+from ..db.notify import wake_workers
+from ..history.counting import ROW_FIELDS
 from ..models import Batch, Job, JobDependency, JobStatus
-from ..notify import wake_workers
+from ..values.error_text import MAX_ERROR_CHARS, clean_text
 from .common import apply_changes, job_rows
 
 ENDED = (JobStatus.FAILED, JobStatus.CANCELLED)

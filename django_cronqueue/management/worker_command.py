@@ -152,7 +152,7 @@ class WorkerCommand(BaseCommand):
             ) from None
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from django_cronqueue import console
+        from django_cronqueue.running import console
 
         uninstall = console.install(options["verbosity"], options.get("stderr") or sys.stderr)
         try:

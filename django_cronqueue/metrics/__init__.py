@@ -8,6 +8,9 @@ points say what is missing.
   histograms, fed by the job signals of that process.
 
 Metric names and labels: docs/metrics-and-traces.md.
+
+May import ``observe``, ``models``, ``signals`` and ``exceptions``; imported by no module
+of the package but ``management``'s ``runjobs``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The counts of finished rows per status, name and queue (in all, and per hour over the
 last two days), and the instant up to which they are counted
-(``django_cronqueue.history``). Both start empty: until the first housekeeping pass
+(``django_cronqueue.history.counting``). Both start empty: until the first housekeeping pass
 counts the history, readers count the job table as before. The finish instants are read
 through the existing (status, finished_at) index."""
 

@@ -1,4 +1,4 @@
-"""PostgreSQL: the function behind the history tables' trigger (``django_cronqueue.archive``).
+"""PostgreSQL: the function behind the history tables' trigger (``django_cronqueue.history.archive``).
 
 The history tables themselves are made by the workers' housekeeping as rows come to fill
 them, and the finished rows already in the job table move there in its batches: this

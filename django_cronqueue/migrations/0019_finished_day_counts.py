@@ -1,4 +1,4 @@
-"""The counts of finished rows per UTC day (``django_cronqueue.history``), so that a day's
+"""The counts of finished rows per UTC day (``django_cronqueue.history.counting``), so that a day's
 history table is dropped without reading its rows, and the mark's ``by_day``: the counts
 made before this migration lack their days: the next housekeeping pass counts the
 history again, in one transaction (readers meanwhile read the counts as they were)."""

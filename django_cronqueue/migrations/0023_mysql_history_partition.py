@@ -1,5 +1,5 @@
 """MariaDB and MySQL: the job table in two partitions, ``hot`` and ``history``
-(``django_cronqueue.archive.mysql``).
+(``django_cronqueue.history.archive.mysql``).
 
 The table is partitioned by LIST on a new column, ``archived`` (0 for every row here: the
 finished rows move to ``history`` in the workers' housekeeping batches, as on

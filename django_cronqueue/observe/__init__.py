@@ -14,6 +14,8 @@ admin (its job list, schedule list, batch pages and dashboard), ``cronqueue_stat
 Every function here reads; none changes a row. Each is one query (or a fixed handful),
 whatever the number of rows. A ``now`` is always passed in, never read here, so callers
 (and tests) decide the instant every fact is computed for.
+
+May import ``history``, ``models``, ``definitions``, ``cron`` and ``conf``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from django.db import connections
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
+from ..definitions.registry import registry
 from ..models import Job, JobStatus, Worker
-from ..registry import registry
 from .base import (
     COUNT_CAP,
     DEFAULT_SCHEDULE_GRACE,

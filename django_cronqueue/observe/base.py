@@ -13,10 +13,10 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from ..conf import database_alias, get_settings, read_database_alias
-from ..cronspec import CronSpec
+from ..cron.spec import CronSpec
+from ..definitions.registry import JobDefinition, registry
 from ..models import CronSchedule, Job, JobStatus
-from ..registry import JobDefinition, registry
-from ..statuses import STATUS_EXPRESSION
+from ..models.statuses import STATUS_EXPRESSION
 
 UTC = dt.timezone.utc
 

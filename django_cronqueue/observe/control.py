@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
+from ..definitions.registry import registry
 from ..models import JobStatus, Pause
-from ..registry import registry
 from .base import jobs, read_alias
 
 __all__ = [

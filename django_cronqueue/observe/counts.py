@@ -6,7 +6,7 @@ dashboard, ``cronqueue_status`` and ``MetricsView`` show.
   workflow's blocked rows; its running ones from the partial flow index; the history
   tables hold none but for a moment, read from their own status indexes);
 - finished rows (succeeded, failed, cancelled) are the counts that housekeeping keeps up
-  to ``FinishedCountMark.counted_until`` (``django_cronqueue.history``) plus the rows
+  to ``FinishedCountMark.counted_until`` (``django_cronqueue.history.counting``) plus the rows
   finished after it (or without a ``finished_at``, which housekeeping never counts),
   read from the (status, finished_at) index: the rows of the last minute or two,
   however long the history.
@@ -31,7 +31,7 @@ from typing import cast
 from django.db.models import Count, QuerySet, Subquery
 from django.db.models.functions import TruncHour
 
-from ..history import HOURS_KEPT, hour_of
+from ..history.counting import HOURS_KEPT, hour_of
 from ..models import FINISHED_STATUSES, FinishedCount, FinishedCountMark, Job, JobStatus
 from .base import jobs
 

@@ -24,8 +24,8 @@ from django.db.models import (
 )
 
 from .. import cron
+from ..definitions.registry import JobDefinition, registry
 from ..models import CronSchedule, CronScheduleSource, Job
-from ..registry import JobDefinition, registry
 from .base import DEFAULT_SCHEDULE_GRACE, cron_definitions, cron_spec, schedules
 
 #: The dashboard shows the code schedules and this many dynamic ones: those that run next.

@@ -1,14 +1,21 @@
 """The ``runjobs`` worker: ``Worker`` (``loop``) claims, renews leases (``heartbeat``)
 and records outcomes; its pool runs the handlers: slot threads, child processes
-(``processes``) or one event loop (``asyncio_pool``)."""
+(``processes``) or one event loop (``asyncio_pool``). ``tick`` is one round of a
+worker's work (``jobs.tick()`` runs one in-process); ``held_jobs``, ``leases``,
+``startup``, ``stranded_watch`` and ``storage_watch`` are what a worker keeps an eye on.
+
+May import ``operations`` and everything below it; only ``management``, ``jobs``,
+``health``, ``testing`` and ``apps`` import it."""
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .database import MAX_DB_BACKOFF
-from .heartbeat import EXIT_STUCK
-from .loop import HELPER_JOIN_TIMEOUT, OUTCOME_WRITE_ATTEMPTS, Worker
+if TYPE_CHECKING:
+    from .database import MAX_DB_BACKOFF
+    from .heartbeat import EXIT_STUCK
+    from .loop import HELPER_JOIN_TIMEOUT, OUTCOME_WRITE_ATTEMPTS, Worker
 
 __all__ = [
     "EXIT_STUCK",
@@ -18,6 +25,22 @@ __all__ = [
     "Worker",
     "make_worker",
 ]
+
+# Loaded when first asked for: ``jobs.tick()``, the health probe and the system checks
+# import modules of this folder without starting a worker, and should not pay for one.
+_LAZY = {
+    "MAX_DB_BACKOFF": "database",
+    "EXIT_STUCK": "heartbeat",
+    "HELPER_JOIN_TIMEOUT": "loop",
+    "OUTCOME_WRITE_ATTEMPTS": "loop",
+    "Worker": "loop",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_LAZY[name]}", __name__), name)
 
 
 def make_worker(
@@ -42,4 +65,6 @@ def make_worker(
         return AsyncioWorker(**options)
     if pool != "threads":
         raise ValueError(f"pool must be threads, processes or asyncio, got {pool!r}")
+    from .loop import Worker
+
     return Worker(**options)

@@ -35,11 +35,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import signals
 from ..claiming import ClaimedJob
-from ..context import JobContext, activate
+from ..definitions.registry import JobDefinition, registry
 from ..exceptions import JobCancelled
-from ..execution import Call, Recorder, handler_arguments, run_cancellable, within_timeout
-from ..held import HeldJob
-from ..registry import JobDefinition, registry
+from ..running.context import JobContext, activate
+from ..running.execution import Call, Recorder, handler_arguments, run_cancellable, within_timeout
+from .held_jobs import HeldJob
 from .loop import Worker
 
 CLAIM_MAX = 100  # rows per claim

@@ -9,8 +9,8 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Tags, register
 
 from ..conf import get_settings, user_settings
-from ..registry import registry
-from ..validation import is_finite_number, is_int
+from ..definitions.registry import registry
+from ..values.validation import is_finite_number, is_int
 
 POOLS = ("threads", "processes", "asyncio")
 CHECK_ID = "django_cronqueue.{}"

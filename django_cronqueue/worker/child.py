@@ -34,11 +34,11 @@ from typing import Any
 from django.db import close_old_connections, connections
 
 from ..claiming import ClaimedJob
-from ..context import JobContext
-from ..error_text import format_traceback
+from ..definitions.registry import registry
 from ..exceptions import Snooze, SoftTimeLimitExceeded
-from ..execution import Call, call, new_context
-from ..registry import registry
+from ..running.context import JobContext
+from ..running.execution import Call, call, new_context
+from ..values.error_text import format_traceback
 from .forker import die_with_parent
 
 MB = 1024 * 1024

@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING
 
 from django.db import close_old_connections, connections
 
-from .. import dbclock, signals
+from .. import signals
 from ..claiming import ClaimedJob
 from ..conf import database_alias
-from ..dbclock import CorrectedClock
-from ..held import HeldJob, pass_on_cancel_requests, write_progress
-from ..leases import renew_held_leases
+from ..db import clock
+from ..db.clock import CorrectedClock
+from ..db.notify import SelectableEvent
+from ..definitions.registry import registry
 from ..models import Worker as WorkerRow
-from ..notify import SelectableEvent
-from ..registry import registry
 from .database import DatabaseRetry
+from .held_jobs import HeldJob, pass_on_cancel_requests, write_progress
+from .leases import renew_held_leases
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -48,7 +49,7 @@ class Heartbeat(DatabaseRetry):
         def _give_back(self, jobs: list[ClaimedJob]) -> None: ...
 
     def _measure_clock(self) -> None:
-        self.clock.update(dbclock.measure(database_alias()))
+        self.clock.update(clock.measure(database_alias()))
 
     def _heartbeat_loop(self) -> None:
         self._use_persistent_connections()

@@ -1,6 +1,6 @@
 """The ``runjobs`` worker.
 
-``Worker`` does what a tick does (``django_cronqueue.ticks``), continuously: its main
+``Worker`` does what a tick does (``django_cronqueue.worker.tick``), continuously: its main
 thread does the housekeeping every poll interval, and ``concurrency`` slot threads
 (each with its own database connection) claim and run jobs, beside a heartbeat thread
 that renews the leases of the jobs it holds and, on PostgreSQL, a LISTEN connection
@@ -33,21 +33,24 @@ from django.db import (
     connections,
 )
 
-from .. import dbclock, lifecycle, startup, vacuum
+from .. import lifecycle
 from ..claiming import ClaimedJob, claim_request, is_capped
 from ..claiming.floor import ClaimFloors
 from ..conf import database_alias, get_settings, max_clock_skew
-from ..execution import Call, Recorder, call, new_context, within_timeout, write_and_claim
-from ..held import CancelNotices, HeldJob, pass_on_noticed
-from ..leases import lease_holds
+from ..db import clock
+from ..db.notify import SelectableEvent, listen
+from ..definitions.registry import registry
+from ..housekeeping import vacuum
 from ..models import Worker as WorkerRow
-from ..notify import SelectableEvent, listen
-from ..registry import registry
-from ..storage_watch import HoldWatch, StorageWatch
-from ..stranded_watch import StrandedWatch
-from ..ticks import Housekeeping
+from ..running.execution import Call, Recorder, call, new_context, within_timeout, write_and_claim
+from . import startup
 from .database import MAX_DB_BACKOFF
 from .heartbeat import Heartbeat
+from .held_jobs import CancelNotices, HeldJob, pass_on_noticed
+from .leases import lease_holds
+from .storage_watch import HoldWatch, StorageWatch
+from .stranded_watch import StrandedWatch
+from .tick import Housekeeping
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -91,7 +94,7 @@ class Worker(Heartbeat):
         self.prefetch = max(1, settings.PREFETCH)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         # Every time decision uses this clock: the host's, corrected to the database's.
-        self.clock = dbclock.CorrectedClock(f"Worker {self.id}", max_clock_skew())
+        self.clock = clock.CorrectedClock(f"Worker {self.id}", max_clock_skew())
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self._wake_lock = threading.Lock()  # stop() against a slot clearing wake

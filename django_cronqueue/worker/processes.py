@@ -28,14 +28,14 @@ from typing import Any
 from django.db import connections
 
 from ..claiming import ClaimedJob
-from ..error_text import describe
+from ..definitions.registry import JobDefinition, registry
 from ..exceptions import ChildDied, LeaseLost, TimeLimitExceeded
-from ..execution import Call, Recorder, call
-from ..held import HeldJob
-from ..registry import JobDefinition, registry
+from ..running.execution import Call, Recorder, call
+from ..values.error_text import describe
 from . import child as child_module
 from .child import WITHHELD, Assignment, Cancel, GiveBack, Report, Started
 from .forker import Forker
+from .held_jobs import HeldJob
 from .loop import Worker
 
 logger = logging.getLogger("django_cronqueue")

@@ -25,9 +25,10 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import jobs, scheduler
+from django_cronqueue import jobs
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import CronSchedule, Job, JobStatus
-from django_cronqueue.registry import registry
+from django_cronqueue.schedules import scheduler
 from tests.factories import JobFactory, WorkerFactory
 
 try:

@@ -13,9 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import dynamic, jobs, observe, scheduler
+from django_cronqueue import jobs, observe
 from django_cronqueue.admin import dashboard
 from django_cronqueue.models import CronSchedule, JobStatus
+from django_cronqueue.schedules import dynamic, scheduler
 from tests.admin.conftest import staff_client
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory, dynamic_schedules
 

@@ -12,9 +12,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import dynamic, scheduler
 from django_cronqueue.admin.schedule_form import PayloadField
 from django_cronqueue.models import CronSchedule
+from django_cronqueue.schedules import dynamic, scheduler
 from tests.admin.conftest import messages_of, staff_client
 
 pytestmark = pytest.mark.django_db

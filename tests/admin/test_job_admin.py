@@ -8,10 +8,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import jobs, scheduler
+from django_cronqueue import jobs
 from django_cronqueue.admin.job_actions import REQUEST_NOTE
 from django_cronqueue.admin.search import MAX_SEARCH_WORDS
 from django_cronqueue.models import Job, JobStatus
+from django_cronqueue.schedules import scheduler
 from tests.admin.conftest import messages_of
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
 
@@ -563,7 +564,7 @@ def test_actions_are_recorded_in_the_history(admin_client):
 
 
 def test_a_job_that_changed_since_it_was_read_is_reported_as_such(admin_client, monkeypatch):
-    from django_cronqueue import bulk
+    from django_cronqueue.operations import bulk
 
     finished, claimed, other = JobFactory.create_batch(3)
     read = bulk._batches

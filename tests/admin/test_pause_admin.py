@@ -10,8 +10,9 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import jobs, pauses
+from django_cronqueue import jobs
 from django_cronqueue.models import Job, JobStatus, Pause
+from django_cronqueue.operations import pauses
 from tests.admin.conftest import messages_of
 from tests.factories import JobFactory
 

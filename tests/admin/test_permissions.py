@@ -6,8 +6,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import jobs, scheduler
+from django_cronqueue import jobs
 from django_cronqueue.models import CronSchedule, Job, JobStatus, Pause
+from django_cronqueue.schedules import scheduler
 from tests.admin.conftest import staff_client
 from tests.factories import JobFactory
 

@@ -9,8 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import bulk, observe
+from django_cronqueue import observe
 from django_cronqueue.models import Job, JobStatus
+from django_cronqueue.operations import bulk
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import scheduler
 from django_cronqueue.models import CronSchedule, Job, JobStatus
+from django_cronqueue.schedules import scheduler
 from tests.admin.conftest import messages_of
 from tests.cron_helpers import schedule
 from tests.factories import CronScheduleFactory, JobFactory

@@ -1,4 +1,4 @@
-"""django_cronqueue.bulk: the operator actions on a whole queryset, in batches: what they
+"""django_cronqueue.operations.bulk: the operator actions on a whole queryset, in batches: what they
 change, what they skip and why, and what they cost."""
 
 import datetime as dt
@@ -8,8 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import bulk, lifecycle
+from django_cronqueue import lifecycle
 from django_cronqueue.models import Job, JobDependency
+from django_cronqueue.operations import bulk
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

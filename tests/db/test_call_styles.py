@@ -13,9 +13,10 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import jobs, typedjson
+from django_cronqueue import jobs
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
+from django_cronqueue.values import typedjson
 from tests.testapp.models import Note
 
 pytestmark = pytest.mark.django_db

@@ -22,8 +22,8 @@ from django_cronqueue.claiming.base import ORDER, TABLE, due_filter
 from django_cronqueue.claiming.floor import ClaimFloors
 from django_cronqueue.conf import database_alias
 from django_cronqueue.models import Job
-from django_cronqueue.storage_watch import HoldWatch
 from django_cronqueue.worker import Worker as RunjobsWorker
+from django_cronqueue.worker.storage_watch import HoldWatch
 from tests.db.test_storage_health import transaction_held_open
 from tests.testapp import jobs as test_jobs
 
@@ -264,7 +264,7 @@ def blocks_read(claim_request_: object) -> int:
 def test_the_hold_watch_keeps_the_floor_from_the_hold_until_a_vacuum_after_it(monkeypatch, caplog):
     """What died while the transaction was open stays in the indexes until a vacuum
     removes it: the floor stays until one ended after the transaction did."""
-    monkeypatch.setattr("django_cronqueue.storage_watch.HELD_AFTER", 0.5)
+    monkeypatch.setattr("django_cronqueue.worker.storage_watch.HELD_AFTER", 0.5)
     floors = ClaimFloors(full_every=1.0)
     watch = HoldWatch(floors)
 
@@ -290,8 +290,8 @@ def test_the_hold_watch_keeps_the_floor_from_the_hold_until_a_vacuum_after_it(mo
 
 @postgresql_only
 def test_the_floor_is_left_at_most_some_minutes_after_the_hold_without_a_vacuum(monkeypatch):
-    monkeypatch.setattr("django_cronqueue.storage_watch.HELD_AFTER", 0.5)
-    monkeypatch.setattr("django_cronqueue.storage_watch.AFTER_HOLD_AT_MOST", dt.timedelta(0))
+    monkeypatch.setattr("django_cronqueue.worker.storage_watch.HELD_AFTER", 0.5)
+    monkeypatch.setattr("django_cronqueue.worker.storage_watch.AFTER_HOLD_AT_MOST", dt.timedelta(0))
     floors = ClaimFloors(full_every=1.0)
     watch = HoldWatch(floors)
     with transaction_held_open():
@@ -307,8 +307,8 @@ def test_the_floor_is_left_at_most_some_minutes_after_the_hold_without_a_vacuum(
 def test_a_worker_under_a_held_transaction_runs_every_job_back_dated_and_urgent_ones_too(
     monkeypatch,
 ):
-    monkeypatch.setattr("django_cronqueue.storage_watch.HELD_AFTER", 0.0)
-    monkeypatch.setattr("django_cronqueue.storage_watch.HOLD_CHECK_EVERY", 0.1)
+    monkeypatch.setattr("django_cronqueue.worker.storage_watch.HELD_AFTER", 0.0)
+    monkeypatch.setattr("django_cronqueue.worker.storage_watch.HOLD_CHECK_EVERY", 0.1)
     worker = RunjobsWorker(poll_interval=0.2, concurrency=2)
     errors: list[BaseException] = []
 

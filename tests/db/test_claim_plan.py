@@ -382,7 +382,7 @@ def test_the_readers_of_due_jobs_read_the_claim_index_not_the_whole_table(histor
 
 
 def test_the_move_to_history_finds_its_oldest_day_from_one_entry_of_the_finish_index(history):
-    from django_cronqueue.archive import postgresql as pg_history
+    from django_cronqueue.history.archive import postgresql as pg_history
 
     [statement] = captured_statements(
         lambda: pg_history._oldest_succeeded(connection, pg_history.EARLIEST)

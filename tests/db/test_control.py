@@ -11,16 +11,17 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import execution, jobs, lifecycle, signals
+from django_cronqueue import jobs, lifecycle, signals
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.context import JobContext
-from django_cronqueue.execution import new_context
-from django_cronqueue.held import HeldJob
+from django_cronqueue.housekeeping.maintenance import recover_expired_leases
 from django_cronqueue.lifecycle import Outcome
-from django_cronqueue.maintenance import recover_expired_leases
 from django_cronqueue.models import Job, Pause
-from django_cronqueue.pauses import active_pauses, delete_ended_pauses
+from django_cronqueue.operations.pauses import active_pauses, delete_ended_pauses
+from django_cronqueue.running import execution
+from django_cronqueue.running.context import JobContext
+from django_cronqueue.running.execution import new_context
 from django_cronqueue.worker import Worker as RunjobsWorker
+from django_cronqueue.worker.held_jobs import HeldJob
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect

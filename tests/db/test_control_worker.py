@@ -15,17 +15,17 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import context as context_module
 from django_cronqueue import jobs, lifecycle
 from django_cronqueue.claiming import claim_due
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.exceptions import JobCancelled, Snooze
-from django_cronqueue.execution import Recorder, call, new_context
-from django_cronqueue.held import HeldJob, pass_on_cancel_requests, write_progress
 from django_cronqueue.lifecycle import Outcome
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
+from django_cronqueue.running import context as context_module
+from django_cronqueue.running.execution import Recorder, call, new_context
 from django_cronqueue.worker import Worker
 from django_cronqueue.worker import loop as worker_module
+from django_cronqueue.worker.held_jobs import HeldJob, pass_on_cancel_requests, write_progress
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 

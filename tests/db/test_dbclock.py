@@ -1,4 +1,4 @@
-"""django_cronqueue.dbclock on each database: the database's clock is read by the server
+"""django_cronqueue.db.clock on each database: the database's clock is read by the server
 (not by Python), it runs inside a transaction, and a host clock that is wrong is
 measured as such."""
 
@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from django_cronqueue.dbclock import database_now, measure
+from django_cronqueue.db.clock import database_now, measure
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from django_cronqueue import jobs
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

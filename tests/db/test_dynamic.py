@@ -16,11 +16,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import dynamic, jobs
-from django_cronqueue.dynamic import dynamic_target
+from django_cronqueue import jobs
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import CronSchedule, Job
-from django_cronqueue.registry import registry
-from django_cronqueue.scheduler import materialize_schedule
+from django_cronqueue.schedules import dynamic
+from django_cronqueue.schedules.dynamic import dynamic_target
+from django_cronqueue.schedules.scheduler import materialize_schedule
 from tests.cron_helpers import UTC, local, minutes, schedule
 from tests.factories import dynamic_schedules
 from tests.testapp.models import SideEffect

@@ -1,4 +1,4 @@
-"""Eager mode (django_cronqueue.eager): with CRONQUEUE["EAGER"] (or testing.eager()),
+"""Eager mode (django_cronqueue.enqueueing.eager): with CRONQUEUE["EAGER"] (or testing.eager()),
 an enqueue writes the row and runs its handler at once, through the worker's code."""
 
 import datetime as dt
@@ -8,8 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from django_cronqueue import jobs, signals, testing
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
 from tests.cron_helpers import RUNS, schedule
 from tests.factories import CronScheduleFactory
 from tests.testapp import jobs as test_jobs

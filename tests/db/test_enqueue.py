@@ -14,12 +14,12 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import enqueue as enqueue_module
 from django_cronqueue import jobs
-from django_cronqueue.enqueue import BULK_BATCH_SIZE
+from django_cronqueue.definitions.registry import registry
+from django_cronqueue.enqueueing import enqueue as enqueue_module
+from django_cronqueue.enqueueing.enqueue import BULK_BATCH_SIZE
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
-from django_cronqueue.validation import MAX_JSON_DEPTH
+from django_cronqueue.values.validation import MAX_JSON_DEPTH
 from tests.factories import JobFactory
 from tests.testapp.jobs import always_fails, noop, record, sleep_then_record
 from tests.testapp.models import Note
@@ -807,7 +807,7 @@ def test_postgres_workers_are_notified_only_on_commit():
         pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
     import psycopg
 
-    from django_cronqueue.notify import NOTIFY_CHANNEL
+    from django_cronqueue.db.notify import NOTIFY_CHANNEL
 
     params = connection.get_connection_params()
     with psycopg.connect(**params, autocommit=True) as listener:

@@ -1,4 +1,4 @@
-"""django_cronqueue.execution: calling handlers, recording their outcome, and the
+"""django_cronqueue.running.execution: calling handlers, recording their outcome, and the
 Recorder that writes a worker slot's quick successes in one UPDATE."""
 
 import datetime as dt
@@ -8,13 +8,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import execution, signals
+from django_cronqueue import signals
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.execution import Call, Recorder
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.lifecycle import Outcome
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
-from django_cronqueue.validation import MAX_JSON_DEPTH
+from django_cronqueue.running import execution
+from django_cronqueue.running.execution import Call, Recorder
+from django_cronqueue.values.validation import MAX_JSON_DEPTH
 from tests.factories import JobFactory
 from tests.refusals import refusing
 from tests.testapp import jobs as test_jobs

@@ -1,4 +1,4 @@
-"""The counts of finished rows kept by housekeeping (``django_cronqueue.history``) and
+"""The counts of finished rows kept by housekeeping (``django_cronqueue.history.counting``) and
 read with the live rows (``observe.counts``), on every database: a pass counts each
 finished row once; the prune, a retry and the workflow jobs a retry reopens take their
 rows out; two passes at once (separate processes) never count a row twice; and the
@@ -19,7 +19,9 @@ from django.db.models import Count
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import history, jobs, maintenance
+from django_cronqueue import jobs
+from django_cronqueue.history import counting
+from django_cronqueue.housekeeping import maintenance
 from django_cronqueue.models import (
     FINISHED_STATUSES,
     FinishedCount,
@@ -93,7 +95,7 @@ def test_a_pass_counts_each_finished_row_once():
     finish_some(now)
     jobs.enqueue(test_jobs.record, {"key": "pending"}, run_at=now + dt.timedelta(days=1))
     assert kept() == {}
-    assert history.count_finished(now + SETTLED) == 4
+    assert counting.count_finished(now + SETTLED) == 4
     assert (
         kept()
         == exact_finished()
@@ -105,7 +107,7 @@ def test_a_pass_counts_each_finished_row_once():
         }
     )
     assert kept_days() == exact_days() and sum(kept_days().values()) == 4
-    assert history.count_finished(now + 2 * SETTLED) == 0
+    assert counting.count_finished(now + 2 * SETTLED) == 0
     assert kept() == exact_finished()
     assert counts.job_counts() == exact()
 
@@ -116,7 +118,7 @@ def test_a_pass_after_the_first_reads_its_rows_once_and_keeps_every_count_exact(
     and per day from those hours."""
     now = timezone.now() - HOUR
     finish_some(now - dt.timedelta(days=1))
-    history.count_finished(now - dt.timedelta(days=1) + SETTLED)
+    counting.count_finished(now - dt.timedelta(days=1) + SETTLED)
     finish_some(now)
     reads = []
 
@@ -126,7 +128,7 @@ def test_a_pass_after_the_first_reads_its_rows_once_and_keeps_every_count_exact(
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(capture):
-        assert history.count_finished(now + SETTLED) == 4
+        assert counting.count_finished(now + SETTLED) == 4
     assert len(reads) == 1
     assert kept() == exact_finished()
     assert kept_days() == exact_days() and len({key[3] for key in kept_days()}) == 2
@@ -140,10 +142,10 @@ def test_counts_kept_without_their_days_are_counted_again_with_them():
     now = timezone.now() - HOUR
     finish_some(now - dt.timedelta(days=2))
     finish_some(now)
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     FinishedDayCount.objects.all().delete()
     FinishedCountMark.objects.update(by_day=False)
-    assert history.count_finished(now + SETTLED) == 8  # all of them again, none twice
+    assert counting.count_finished(now + SETTLED) == 8  # all of them again, none twice
     assert kept() == exact_finished()
     assert kept_days() == exact_days() and len({key[3] for key in kept_days()}) == 2
     assert FinishedCountMark.objects.get().by_day
@@ -153,10 +155,10 @@ def test_counts_kept_without_their_days_are_counted_again_with_them():
 def test_rows_finished_within_the_settle_margin_are_read_from_the_table_until_counted():
     now = timezone.now() - HOUR
     finish_some(now)
-    assert history.count_finished(now) == 0  # finished at now: not settled yet
+    assert counting.count_finished(now) == 0  # finished at now: not settled yet
     assert kept() == {}
     assert counts.job_counts() == exact()
-    assert history.count_finished(now + SETTLED) == 4
+    assert counting.count_finished(now + SETTLED) == 4
     assert counts.job_counts() == exact()
 
 
@@ -168,12 +170,12 @@ def test_before_any_pass_the_finished_rows_are_counted_from_the_table():
 def test_a_pass_never_counts_past_the_clock_of_its_process():
     """A tick given a ``now`` a day ahead (as tests do) counts nothing ahead: the rows that
     finish meanwhile, stamped by the real clock, are counted by a later pass."""
-    history.count_finished(timezone.now() + dt.timedelta(days=1))
+    counting.count_finished(timezone.now() + dt.timedelta(days=1))
     finish_some(timezone.now())
     assert counts.job_counts() == exact()
-    assert history.count_finished(timezone.now() + SETTLED) == 0  # not settled yet
+    assert counting.count_finished(timezone.now() + SETTLED) == 0  # not settled yet
     mark = FinishedCountMark.objects.get().counted_until
-    assert mark <= timezone.now() - history.settle_margin()
+    assert mark <= timezone.now() - counting.settle_margin()
 
 
 def test_a_cancel_stamped_by_a_clock_behind_the_counts_mark_is_counted():
@@ -183,7 +185,7 @@ def test_a_cancel_stamped_by_a_clock_behind_the_counts_mark_is_counted():
     they were never counted; the cancel now counts them itself, once."""
     now = timezone.now()
     finish_some(now - HOUR)
-    history.count_finished(now)  # the mark: a minute before now
+    counting.count_finished(now)  # the mark: a minute before now
     later = now + dt.timedelta(days=1)
     single = jobs.enqueue(test_jobs.record, {"key": "single"}, run_at=later)
     head = jobs.chain(
@@ -193,7 +195,7 @@ def test_a_cancel_stamped_by_a_clock_behind_the_counts_mark_is_counted():
     assert single.cancel(now=behind) and head.cancel(now=behind)
     assert Job.objects.filter(status="cancelled", finished_at=behind).count() == 3
     assert counts.job_counts() == exact()
-    history.count_finished(now + SETTLED)  # a later pass does not count them again
+    counting.count_finished(now + SETTLED)  # a later pass does not count them again
     assert kept() == exact_finished()
     assert kept_days() == exact_days()
     assert counts.job_counts() == exact()
@@ -204,10 +206,10 @@ def test_a_tick_given_a_past_now_counts_the_rows_it_finishes_before_the_mark():
     successes, the failure and the cancel it stamps an hour ago are before the mark,
     where no pass looks. Before, none of them was ever counted."""
     now = timezone.now()
-    history.count_finished(now)  # the mark: a minute before now
+    counting.count_finished(now)  # the mark: a minute before now
     finish_some(now - HOUR)
     assert counts.job_counts() == exact()
-    history.count_finished(now + SETTLED)  # a later pass does not count them again
+    counting.count_finished(now + SETTLED)  # a later pass does not count them again
     assert kept() == exact_finished()
     assert sum(kept().values()) == 4
     assert kept_days() == exact_days()
@@ -220,12 +222,12 @@ def test_a_job_created_cancelled_behind_the_counts_mark_is_counted():
     mark past that instant. The enqueue counts the row itself, once."""
     now = timezone.now()
     upstream = finish_some(now - HOUR)  # the failed one
-    history.count_finished(now)
+    counting.count_finished(now)
     FinishedCountMark.objects.update(counted_until=now + dt.timedelta(minutes=5))
     down = test_jobs.record.using(after=[upstream]).enqueue(key="down")
     assert down.status == JobStatus.CANCELLED
     assert counts.job_counts() == exact()
-    history.count_finished(now + SETTLED)  # a later pass does not count it again
+    counting.count_finished(now + SETTLED)  # a later pass does not count it again
     assert kept() == exact_finished()
     assert counts.job_counts() == exact()
 
@@ -234,7 +236,7 @@ def test_a_tick_given_a_past_now_counts_the_occurrences_it_skips_before_the_mark
     """An overlap skip is created cancelled, stamped with the tick's ``now``: an hour ago,
     behind the mark of a pass a minute ago. The tick counts it itself."""
     now = timezone.now()
-    history.count_finished(now)  # the mark: a minute before now
+    counting.count_finished(now)  # the mark: a minute before now
     past = (now - HOUR).replace(second=30, microsecond=0)
     with schedule("* * * * *", name="tests.counted_skip", tz="UTC", overlap="skip"):
         jobs.pause(name="tests.counted_skip")  # its occurrences wait, pending
@@ -244,7 +246,7 @@ def test_a_tick_given_a_past_now_counts_the_occurrences_it_skips_before_the_mark
         skipped = Job.objects.get(status=JobStatus.CANCELLED, name="tests.counted_skip")
         assert skipped.finished_at == past + dt.timedelta(minutes=2)
     assert counts.job_counts() == exact()
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     assert kept() == exact_finished()
     assert counts.job_counts() == exact()
 
@@ -252,7 +254,7 @@ def test_a_tick_given_a_past_now_counts_the_occurrences_it_skips_before_the_mark
 def test_a_finished_row_without_finished_at_is_read_never_counted():
     now = timezone.now()
     Job.objects.create(name="testapp.record", status=JobStatus.FAILED)  # as a site might
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     assert kept() == {}
     assert counts.job_counts() == exact() == {("failed", "testapp.record", "default"): 1}
 
@@ -261,7 +263,7 @@ def test_a_finished_row_without_finished_at_is_read_never_counted():
 def test_the_prune_takes_what_it_deletes_out_of_the_counts():
     now = timezone.now() - 2 * HOUR
     finish_some(now)
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     later = now + dt.timedelta(minutes=30)
     jobs.enqueue(test_jobs.record, {"key": "later"}, run_at=later)
     jobs.tick(now=later)  # finished after the mark: not counted yet
@@ -276,7 +278,7 @@ def test_the_prune_takes_what_it_deletes_out_of_the_counts():
 def test_the_prune_in_batches_keeps_the_counts_of_what_it_keeps():
     now = timezone.now() - 2 * HOUR
     finish_some(now)
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     maintenance.prune(now + dt.timedelta(hours=1))
     assert (
         kept()
@@ -292,7 +294,7 @@ def test_the_prune_in_batches_keeps_the_counts_of_what_it_keeps():
 def test_a_retry_from_failed_leaves_the_failed_count():
     now = timezone.now() - HOUR
     failing = finish_some(now)
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     assert kept()[("failed", "testapp.fails_now", "default")] == 1
     failing.refresh_from_db()
     assert failing.retry(now=now + SETTLED)
@@ -301,7 +303,7 @@ def test_a_retry_from_failed_leaves_the_failed_count():
     assert kept_days() == exact_days()
     assert counts.job_counts() == exact()
     jobs.tick(now=now + SETTLED)  # fails again, counted again once settled
-    history.count_finished(now + 2 * SETTLED)
+    counting.count_finished(now + 2 * SETTLED)
     assert kept() == exact_finished()
     assert kept()[("failed", "testapp.fails_now", "default")] == 1
 
@@ -309,11 +311,11 @@ def test_a_retry_from_failed_leaves_the_failed_count():
 def test_a_retry_of_a_row_not_counted_yet_takes_nothing_out():
     now = timezone.now() - HOUR
     failing = finish_some(now)
-    history.count_finished(now)  # the mark is set, before these rows finished
+    counting.count_finished(now)  # the mark is set, before these rows finished
     failing.refresh_from_db()
     assert failing.retry(now=now)
     assert kept() == {}
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     assert kept() == exact_finished()
     assert counts.job_counts() == exact()
 
@@ -328,7 +330,7 @@ def test_a_retry_that_reopens_a_chain_takes_the_cancelled_downstream_out_too():
         jobs.tick(now=now + dt.timedelta(seconds=step + 1))
     third.refresh_from_db()
     assert third.status == "cancelled"
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     assert (
         kept()
         == exact_finished()
@@ -369,7 +371,7 @@ def test_the_dashboard_status_and_metrics_show_the_exact_counts_after_housekeepi
     now = timezone.now() - HOUR
     finish_some(now)
     failing = finish_some(now + dt.timedelta(minutes=1))
-    history.count_finished(now + SETTLED)
+    counting.count_finished(now + SETTLED)
     failing.refresh_from_db()
     failing.retry(now=now)  # out of the counts, pending again
     jobs.enqueue(test_jobs.record, {"key": "recent"}, run_at=now)
@@ -391,25 +393,25 @@ def test_the_dashboard_status_and_metrics_show_the_exact_counts_after_housekeepi
 def per_hour(rows):
     summed = {}
     for name, status, hour, n in rows:
-        key = (name, status, history.hour_of(hour))
+        key = (name, status, counting.hour_of(hour))
         summed[key] = summed.get(key, 0) + n
     return summed
 
 
 def test_the_outcomes_per_hour_are_those_of_the_table_after_housekeeping():
-    now = history.hour_of(timezone.now()) - dt.timedelta(minutes=30)  # 30 to 90 minutes ago
+    now = counting.hour_of(timezone.now()) - dt.timedelta(minutes=30)  # 30 to 90 minutes ago
     for hours_ago in (30, 20, 3, 1):  # 30 hours ago: out of the chart
         finish_some(now - dt.timedelta(hours=hours_ago))
     failing = finish_some(now)
-    history.count_finished(now + SETTLED)
-    assert history.hour_of(now) in {key[3] for key in kept_hours()}
-    assert history.hour_of(now - dt.timedelta(hours=30)) in {key[3] for key in kept_hours()}
+    counting.count_finished(now + SETTLED)
+    assert counting.hour_of(now) in {key[3] for key in kept_hours()}
+    assert counting.hour_of(now - dt.timedelta(hours=30)) in {key[3] for key in kept_hours()}
     failing.refresh_from_db()
     failing.retry(now=now + SETTLED)  # out of its hour too
     jobs.enqueue(test_jobs.record, {"key": "recent"}, run_at=now + SETTLED)
     jobs.tick(now=now + SETTLED)  # after the mark
     later = now + SETTLED + dt.timedelta(seconds=1)
-    first = history.hour_of(later) - dt.timedelta(hours=23)
+    first = counting.hour_of(later) - dt.timedelta(hours=23)
     statuses = [JobStatus.SUCCEEDED, JobStatus.FAILED]
     table = Job.objects.filter(status__in=statuses, finished_at__gte=first, finished_at__lte=later)
     exact_rows = table.values_list("name", "status", "finished_at").annotate(n=Count("pk"))
@@ -434,7 +436,7 @@ from django_cronqueue import history
 connection.ensure_connection()
 print("ready", flush=True)
 sys.stdin.readline()
-print(history.count_finished(dt.datetime.fromisoformat(sys.argv[1])), flush=True)
+print(counting.count_finished(dt.datetime.fromisoformat(sys.argv[1])), flush=True)
 """
 
 
@@ -471,11 +473,11 @@ def test_a_pass_in_another_process_waits_for_the_pass_in_progress_and_adds_nothi
         )
         for i in range(300)
     )
-    history.count_finished(finished)  # an earlier pass: the mark row is there, counting none
+    counting.count_finished(finished)  # an earlier pass: the mark row is there, counting none
     child = start_pass(now)
     try:
         with transaction.atomic():
-            assert history.count_finished(now) == 300  # not committed yet
+            assert counting.count_finished(now) == 300  # not committed yet
             child.stdin.write("go\n")
             child.stdin.flush()
             with pytest.raises(subprocess.TimeoutExpired):

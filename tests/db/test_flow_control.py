@@ -20,10 +20,10 @@ from django.utils import timezone
 from django_cronqueue import jobs, lifecycle
 from django_cronqueue.claiming import claim, claim_due, claim_request, flow, is_capped
 from django_cronqueue.conf import database_alias
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.exceptions import InvalidPayload
-from django_cronqueue.maintenance import FLOW_IDLE_AGE, START_MARGIN, prune_flow
+from django_cronqueue.housekeeping.maintenance import FLOW_IDLE_AGE, START_MARGIN, prune_flow
 from django_cronqueue.models import FlowLock, Job, JobStart
-from django_cronqueue.registry import registry
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

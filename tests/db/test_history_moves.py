@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_cronqueue import archive, jobs
+from django_cronqueue import jobs
+from django_cronqueue.history import archive
 from django_cronqueue.models import Job
 from tests.db.test_history_tables import run_all
 from tests.testapp import jobs as test_jobs

@@ -1,4 +1,4 @@
-"""django_cronqueue.archive on MariaDB: finished rows move to the job table's history
+"""django_cronqueue.history.archive on MariaDB: finished rows move to the job table's history
 partition; every reader still sees them, the claim and the completion read the hot
 partition only, a retry brings a row back (its dedupe key colliding again), and the
 migration keeps every row both ways."""
@@ -12,12 +12,14 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue import archive, jobs, maintenance
+from django_cronqueue import jobs
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.execution import run_claimed
+from django_cronqueue.history import archive
+from django_cronqueue.housekeeping import maintenance
 from django_cronqueue.models import Job, JobStatus
 from django_cronqueue.observe.counts import job_counts, status_totals
-from django_cronqueue.ticks import Housekeeping
+from django_cronqueue.running.execution import run_claimed
+from django_cronqueue.worker.tick import Housekeeping
 from tests.db.test_history_tables import insert_one_row_per_status, one_of_each_run, run_all
 from tests.testapp import jobs as test_jobs
 

@@ -1,4 +1,4 @@
-"""django_cronqueue.archive on PostgreSQL: finished rows move to history tables that
+"""django_cronqueue.history.archive on PostgreSQL: finished rows move to history tables that
 inherit from the job table; every reader still sees them, a retry brings a row back, a
 day past its retention goes with its table, and the counts stay exact."""
 
@@ -12,9 +12,11 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import archive, history, jobs, maintenance
-from django_cronqueue.archive import postgresql as pg_history
+from django_cronqueue import jobs
 from django_cronqueue.claiming import claim_due
+from django_cronqueue.history import archive, counting
+from django_cronqueue.history.archive import postgresql as pg_history
+from django_cronqueue.housekeeping import maintenance
 from django_cronqueue.models import (
     FINISHED_STATUSES,
     FinishedCount,
@@ -24,7 +26,7 @@ from django_cronqueue.models import (
     JobStatus,
 )
 from django_cronqueue.observe.counts import job_counts, status_totals
-from django_cronqueue.ticks import YIELD_AFTER_HOLD, Housekeeping
+from django_cronqueue.worker.tick import YIELD_AFTER_HOLD, Housekeeping
 from tests.testapp import jobs as test_jobs
 
 pytestmark = [
@@ -64,7 +66,7 @@ def deleted_rows() -> int:
 
 def run_all(now: dt.datetime) -> None:
     while claim := claim_due(now, queues=None, limit=100, worker_id="w"):
-        from django_cronqueue.execution import run_claimed
+        from django_cronqueue.running.execution import run_claimed
 
         for job in claim:
             run_claimed(job, lambda: now)
@@ -129,7 +131,7 @@ def test_a_day_past_its_retention_is_dropped_whole_and_leaves_the_counts_exact()
             jobs.enqueue(test_jobs.record, {"key": f"{day:%d}-{n}"}, run_at=day)
         run_all(day)
     archive.archive(days[-1])
-    history.count_finished(timezone.now())
+    counting.count_finished(timezone.now())
     assert FinishedCount.objects.filter(hour=None, status="succeeded").get().rows == 9
 
     # The first two days ended more than 86,400 s ago, the last one's rows are younger.
@@ -164,7 +166,7 @@ def counted_from_rows(upto: dt.datetime) -> dict[tuple, int]:
     found: dict[tuple, int] = {}
     rows = Job.objects.filter(status__in=FINISHED_STATUSES, finished_at__lte=upto)
     for status, name, queue, at in rows.values_list("status", "name", "queue", "finished_at"):
-        for when in (None, history.hour_of(at), history.day_of(at)):
+        for when in (None, counting.hour_of(at), counting.day_of(at)):
             found[(status, name, queue, when)] = found.get((status, name, queue, when), 0) + 1
     return found
 
@@ -191,7 +193,7 @@ def test_a_dropped_day_leaves_the_counts_exact_with_rows_kept_elsewhere_and_unco
         jobs.enqueue(test_jobs.record, {"key": f"late{n}"}, run_at=late)
     run_all(late)
     assert archive.archive(late) == 6  # 3 early and 2 late succeeded rows, 1 failed
-    history.count_finished(yesterday + dt.timedelta(hours=6))  # the early ones counted
+    counting.count_finished(yesterday + dt.timedelta(hours=6))  # the early ones counted
     mark = FinishedCountMark.objects.get().counted_until
     assert counted() == counted_from_rows(mark)
     assert {key[0] for key in counted()} == {"succeeded", "failed"}
@@ -209,7 +211,7 @@ def test_a_dropped_day_leaves_the_counts_exact_with_rows_kept_elsewhere_and_unco
     assert maintenance.prune(timezone.now() + dt.timedelta(hours=1)) == 2
     assert list(Job.objects.values_list("pk", flat=True)) == [failed.pk]
     assert counted() == counted_from_rows(mark)
-    history.count_finished(timezone.now())
+    counting.count_finished(timezone.now())
     assert counted() == counted_from_rows(timezone.now())
     assert job_counts() == {("failed", "testapp.fails_now", "default"): 1}
 

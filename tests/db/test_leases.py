@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.leases import lease_holds, renew_held_leases
-from django_cronqueue.maintenance import recover_expired_leases
+from django_cronqueue.housekeeping.maintenance import recover_expired_leases
 from django_cronqueue.models import Job
+from django_cronqueue.worker.leases import lease_holds, renew_held_leases
 from tests.db.row_locks import row_held_elsewhere
 from tests.factories import JobFactory
 

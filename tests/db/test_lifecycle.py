@@ -6,11 +6,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_cronqueue import jobs, lifecycle, maintenance, signals
+from django_cronqueue import jobs, lifecycle, signals
 from django_cronqueue.claiming import claim_due
+from django_cronqueue.definitions.registry import JobDefinition
+from django_cronqueue.housekeeping import maintenance
 from django_cronqueue.lifecycle import Outcome
 from django_cronqueue.models import Job
-from django_cronqueue.registry import JobDefinition
 from tests.factories import JobFactory
 from tests.refusals import refusing
 from tests.testapp import jobs as test_jobs

@@ -1,4 +1,4 @@
-"""django_cronqueue.maintenance on a real database: expired leases, pruning of finished
+"""django_cronqueue.housekeeping.maintenance on a real database: expired leases, pruning of finished
 rows, forgetting dead workers. (PruneClock, which needs no database, is tested in
 tests/unit/test_maintenance.py.)"""
 
@@ -9,8 +9,9 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import jobs, maintenance
+from django_cronqueue import jobs
 from django_cronqueue.claiming import claim_due
+from django_cronqueue.housekeeping import maintenance
 from django_cronqueue.models import Batch, Job, Worker
 from tests.db.row_locks import row_held_elsewhere
 from tests.factories import JobFactory, WorkerFactory

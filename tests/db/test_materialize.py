@@ -9,11 +9,12 @@ import logging
 import pytest
 from django.db import IntegrityError
 
-from django_cronqueue import dynamic, materialize, scheduler, signals
-from django_cronqueue.dynamic import dynamic_target
-from django_cronqueue.materialize import Occurrences
+from django_cronqueue import signals
 from django_cronqueue.models import CronSchedule, Job
-from django_cronqueue.scheduler import Scheduler
+from django_cronqueue.schedules import dynamic, materialize, scheduler
+from django_cronqueue.schedules.dynamic import dynamic_target
+from django_cronqueue.schedules.materialize import Occurrences
+from django_cronqueue.schedules.scheduler import Scheduler
 from tests.cron_helpers import UTC
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""django_cronqueue.notify: PostgreSQL NOTIFY wake-ups for idle workers, sent only on
+"""django_cronqueue.db.notify: PostgreSQL NOTIFY wake-ups for idle workers, sent only on
 PostgreSQL and only for jobs due before a worker's next poll; the LISTEN side."""
 
 import datetime as dt
@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_cronqueue.notify import NOTIFY_CHANNEL, SelectableEvent, listen, wake_workers
+from django_cronqueue.db.notify import NOTIFY_CHANNEL, SelectableEvent, listen, wake_workers
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,7 +128,7 @@ def test_listen_returns_the_moment_a_selectable_stopping_event_is_set(monkeypatc
     """The listener sleeps in select(); with a SelectableEvent as ``stopping`` it wakes on
     the event itself, not at its next check (an hour here), so a worker's stop does not
     wait for it."""
-    monkeypatch.setattr("django_cronqueue.notify.STOP_CHECK_INTERVAL", 3600.0)
+    monkeypatch.setattr("django_cronqueue.db.notify.STOP_CHECK_INTERVAL", 3600.0)
     stopping, wake = SelectableEvent(), threading.Event()
     thread = threading.Thread(target=listen, args=(connection.alias, stopping, wake), daemon=True)
     thread.start()

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from django_cronqueue import jobs
-from django_cronqueue.registry import registry
+from django_cronqueue.definitions.registry import registry
 
 
 @pytest.fixture(autouse=True)

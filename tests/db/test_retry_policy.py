@@ -7,10 +7,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue import jobs, maintenance
+from django_cronqueue import jobs
 from django_cronqueue.claiming import claim_due
+from django_cronqueue.definitions.registry import registry
+from django_cronqueue.housekeeping import maintenance
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
 
 pytestmark = pytest.mark.django_db
 

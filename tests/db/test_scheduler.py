@@ -14,10 +14,10 @@ from django.test.utils import CaptureQueriesContext
 
 from django_cronqueue import jobs
 from django_cronqueue.conf import get_settings
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import CronSchedule, Job
-from django_cronqueue.registry import registry
-from django_cronqueue.scheduler import BACKFILL_CHUNK, Scheduler, this_process
-from django_cronqueue.ticks import Housekeeping
+from django_cronqueue.schedules.scheduler import BACKFILL_CHUNK, Scheduler, this_process
+from django_cronqueue.worker.tick import Housekeeping
 from tests.cron_helpers import RUNS, UTC, local, minutes, schedule
 from tests.factories import WorkerFactory
 

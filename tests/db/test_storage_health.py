@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from django_cronqueue import jobs
 from django_cronqueue.models import Job
 from django_cronqueue.observe.storage import storage_health
-from django_cronqueue.storage_watch import StorageWatch
+from django_cronqueue.worker.storage_watch import StorageWatch
 from tests.testapp import jobs as test_jobs
 from tests.urls import METRICS_TOKEN
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_cronqueue import health, observe
-from django_cronqueue.stranded_watch import StrandedWatch
+from django_cronqueue.worker.stranded_watch import StrandedWatch
 from tests.factories import JobFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db

@@ -9,10 +9,11 @@ from django.db import OperationalError
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import execution, jobs, lifecycle
+from django_cronqueue import jobs, lifecycle
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, NameLock
-from django_cronqueue.ticks import Housekeeping
+from django_cronqueue.running import execution
+from django_cronqueue.worker.tick import Housekeeping
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
@@ -101,7 +102,7 @@ def test_default_backoff_is_exponential_with_jitter():
             assert delay * 0.8 <= waited <= delay * 1.2
             now = job.run_at
     finally:
-        from django_cronqueue.registry import registry
+        from django_cronqueue.definitions.registry import registry
 
         registry.unregister("tests.flaky_default_backoff")
 

@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from django_cronqueue import jobs, tracing
+from django_cronqueue import jobs
+from django_cronqueue.integrations import tracing
 from django_cronqueue.models import CronSchedule, Job, JobStatus
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
@@ -292,7 +293,7 @@ def test_without_opentelemetry_nothing_is_traced(monkeypatch):
 def test_the_module_loads_and_does_nothing_when_opentelemetry_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails
     path = Path(tracing.__file__)
-    spec = importlib.util.spec_from_file_location("django_cronqueue.tracing_without_otel", path)
+    spec = importlib.util.spec_from_file_location("django_cronqueue.integrations.tracing_without_otel", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 

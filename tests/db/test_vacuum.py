@@ -10,7 +10,8 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from django_cronqueue import dbclock, vacuum
+from django_cronqueue.db import clock as dbclock
+from django_cronqueue.housekeeping import vacuum
 from django_cronqueue.models import Job
 from django_cronqueue.observe.storage import storage_health
 from django_cronqueue.worker import Worker as RunjobsWorker
@@ -92,7 +93,7 @@ def test_a_worker_vacuums_the_job_table_once_it_has_many_dead_rows(monkeypatch):
 def test_a_worker_does_not_vacuum_while_a_transaction_is_held_open(monkeypatch):
     monkeypatch.setattr(vacuum, "DEAD_ROWS", 40)
     monkeypatch.setattr(vacuum, "EVERY", dt.timedelta(0))
-    monkeypatch.setattr("django_cronqueue.storage_watch.HELD_AFTER", 0.5)
+    monkeypatch.setattr("django_cronqueue.worker.storage_watch.HELD_AFTER", 0.5)
     worker = RunjobsWorker(poll_interval=LONG)
     before = vacuums()
     with transaction_held_open():

@@ -1,5 +1,5 @@
-"""The models' verbs (django_cronqueue.verbs): Job.retry/cancel/run_now reach lifecycle,
-CronSchedule.run_now/backfill/pause/resume reach the scheduler."""
+"""The models' verbs (django_cronqueue.operations.model_methods): Job.retry/cancel/run_now
+reach lifecycle, CronSchedule.run_now/backfill/pause/resume reach the scheduler."""
 
 import datetime as dt
 
@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from django_cronqueue import jobs
 from django_cronqueue.models import CronSchedule, Job, verbs
-from django_cronqueue.verbs import Verbs
+from django_cronqueue.operations.model_methods import Verbs
 from tests.cron_helpers import schedule
 from tests.factories import CronScheduleFactory, JobFactory
 from tests.testapp import jobs as test_jobs

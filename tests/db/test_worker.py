@@ -17,11 +17,11 @@ from django.utils import timezone
 
 from django_cronqueue import jobs, signals
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.execution import new_context
-from django_cronqueue.held import HeldJob
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import Job, Worker
-from django_cronqueue.registry import registry
+from django_cronqueue.running.execution import new_context
 from django_cronqueue.worker import Worker as RunjobsWorker
+from django_cronqueue.worker.held_jobs import HeldJob
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -209,7 +209,7 @@ def test_an_idle_worker_stops_without_waiting_out_its_poll_heartbeat_or_listener
     """stop() wakes every thread: the idle slot (the wake event), the main thread (the
     stopping event), the heartbeat (its stop event) and the PostgreSQL listener (whose
     select() waits on that event's socket too, not only on its connection)."""
-    monkeypatch.setattr("django_cronqueue.notify.STOP_CHECK_INTERVAL", LONG)
+    monkeypatch.setattr("django_cronqueue.db.notify.STOP_CHECK_INTERVAL", LONG)
     worker = RunjobsWorker(poll_interval=LONG)
 
     def stop_once_idle() -> None:

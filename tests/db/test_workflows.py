@@ -8,9 +8,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_cronqueue import execution, jobs, lifecycle
+from django_cronqueue import jobs, lifecycle
 from django_cronqueue.claiming import claim_due
 from django_cronqueue.models import Job, JobDependency
+from django_cronqueue.running import execution
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
 

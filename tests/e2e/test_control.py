@@ -23,8 +23,8 @@ from django.db import connection
 from django.utils import timezone
 
 from django_cronqueue import jobs
+from django_cronqueue.db.notify import CANCEL_CHANNEL, STOP_CHECK_INTERVAL
 from django_cronqueue.models import Job, Pause
-from django_cronqueue.notify import CANCEL_CHANNEL, STOP_CHECK_INTERVAL
 from tests.processes import ROOT, Runjobs, wait_until
 from tests.reliability import jobs as rel
 from tests.testapp.models import SideEffect

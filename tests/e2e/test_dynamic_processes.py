@@ -13,8 +13,8 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from django_cronqueue import dynamic
 from django_cronqueue.models import CronSchedule, Job, Worker
+from django_cronqueue.schedules import dynamic
 from tests.testapp.models import SideEffect
 
 from .conftest import ROOT, wait_until

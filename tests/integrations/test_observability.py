@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from django_cronqueue import jobs, signals
-from django_cronqueue.registry import registry
+from django_cronqueue.definitions.registry import registry
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db

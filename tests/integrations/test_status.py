@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_cronqueue import health, jobs, observe
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import CronSchedule, Job, Pause, Worker
-from django_cronqueue.registry import registry
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory, dynamic_schedules
 from tests.processes import ROOT
 from tests.testapp import jobs as test_jobs

@@ -21,8 +21,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_cronqueue import backend, jobs, signals, testing
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import Job
-from django_cronqueue.registry import registry
 from tests.testapp.models import SideEffect
 
 from .conftest import ROOT
@@ -93,7 +93,7 @@ def test_the_module_imports_in_a_fresh_interpreter():
 
 @pytest.mark.skipif(DJANGO_6 or not HAS_TASKS, reason="the django-tasks backport on Django 5.2")
 def test_on_django_5_the_backend_runs_on_the_backport():
-    from django_cronqueue import taskapi
+    from django_cronqueue.integrations import taskapi
 
     assert taskapi.PROVIDER == "django_tasks"
     assert type(task_backends["default"]) is backend.CronQueueBackend

@@ -21,7 +21,7 @@ import pytest
 from django.utils import timezone
 
 from django_cronqueue import jobs
-from django_cronqueue.maintenance import recover_expired_leases
+from django_cronqueue.housekeeping.maintenance import recover_expired_leases
 from django_cronqueue.models import Job, Worker
 from tests.reliability import jobs as rel
 from tests.testapp.models import SideEffect

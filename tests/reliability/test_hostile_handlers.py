@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from django_cronqueue import error_text as errors
 from django_cronqueue import jobs
 from django_cronqueue.models import Job
+from django_cronqueue.values import error_text as errors
 from tests.reliability import jobs as rel
 from tests.testapp.models import SideEffect
 

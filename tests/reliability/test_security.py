@@ -18,8 +18,9 @@ from django.db import connection
 from django.utils import timezone
 
 import django_cronqueue
-from django_cronqueue import jobs, maintenance
+from django_cronqueue import jobs
 from django_cronqueue.claiming import claim_due
+from django_cronqueue.housekeeping import maintenance
 from django_cronqueue.models import Job
 from tests.factories import JobFactory
 from tests.reliability import jobs as rel

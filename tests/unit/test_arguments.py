@@ -1,4 +1,4 @@
-"""django_cronqueue.arguments: an enqueue call's payload and options are checked before
+"""django_cronqueue.enqueueing.arguments: an enqueue call's payload and options are checked before
 anything is written, with errors naming the job and the offending key or option.
 Database-free: the checks are called directly (tests/db/test_enqueue.py checks that a
 refused enqueue writes no row)."""
@@ -10,17 +10,17 @@ import math
 import pytest
 from django.test import override_settings
 
-from django_cronqueue.arguments import (
+from django_cronqueue.cron.spec import CronSpec
+from django_cronqueue.definitions.registry import JobDefinition
+from django_cronqueue.enqueueing.arguments import (
     check_dedupe_key,
     check_payload,
     check_priority,
     check_queue,
     resolve_run_at,
 )
-from django_cronqueue.cronspec import CronSpec
 from django_cronqueue.exceptions import InvalidPayload
-from django_cronqueue.registry import JobDefinition
-from django_cronqueue.validation import MAX_JSON_DEPTH
+from django_cronqueue.values.validation import MAX_JSON_DEPTH
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
 

@@ -11,7 +11,7 @@ from django.test import override_settings
 from django_cronqueue import checks
 from django_cronqueue.checks import check_database_charset, check_database_version, check_settings
 from django_cronqueue.conf import DEFAULTS, KNOWN_KEYS, get_settings, max_clock_skew
-from django_cronqueue.routing_checks import check_read_database, check_routing
+from django_cronqueue.db.routing_checks import check_read_database, check_routing
 
 
 def ids(messages):

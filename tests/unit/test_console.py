@@ -7,8 +7,8 @@ import logging
 import pytest
 from django.test import override_settings
 
-from django_cronqueue import console
-from django_cronqueue.execution import Call, announce_successes
+from django_cronqueue.running import console
+from django_cronqueue.running.execution import Call, announce_successes
 
 LOGGER = logging.getLogger("django_cronqueue")
 

@@ -1,4 +1,4 @@
-"""django_cronqueue.cronspec: @jobs.cron's options checked into a CronSpec, and the
+"""django_cronqueue.cron.spec: @jobs.cron's options checked into a CronSpec, and the
 CronRun a cron handler receives for a row."""
 
 import datetime as dt
@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from django_cronqueue.cronspec import MISSED_AFTER, CronRun, CronSpec, checked_spec
+from django_cronqueue.cron.spec import MISSED_AFTER, CronRun, CronSpec, checked_spec
 
 UTC = dt.timezone.utc
 PARIS = ZoneInfo("Europe/Paris")

@@ -1,4 +1,4 @@
-"""django_cronqueue.dbclock without a database: the offset read from a round trip, and the
+"""django_cronqueue.db.clock without a database: the offset read from a round trip, and the
 corrected clock that a worker trusts, or not, by MAX_CLOCK_SKEW."""
 
 import datetime as dt
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-from django_cronqueue import dbclock
-from django_cronqueue.dbclock import CorrectedClock, Reading, beyond, read_offset
+from django_cronqueue.db import clock as dbclock
+from django_cronqueue.db.clock import CorrectedClock, Reading, beyond, read_offset
 
 HOST_NOW = dt.datetime(2026, 3, 2, 12, 0, tzinfo=dt.timezone.utc)
 

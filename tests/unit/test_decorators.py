@@ -1,4 +1,4 @@
-"""django_cronqueue.decorators: what @jobs.job and @jobs.cron return, and the checks
+"""django_cronqueue.enqueueing.decorators: what @jobs.job and @jobs.cron return, and the checks
 they make at import time. Database-free (the registry's naming and option rules are in
 test_registry.py; enqueueing through a handle is in tests/db/test_enqueue.py)."""
 
@@ -8,9 +8,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from django_cronqueue import jobs
-from django_cronqueue.cronspec import CronSpec
-from django_cronqueue.decorators import EnqueueOptions, JobHandle
-from django_cronqueue.registry import registry
+from django_cronqueue.cron.spec import CronSpec
+from django_cronqueue.definitions.registry import registry
+from django_cronqueue.enqueueing.decorators import EnqueueOptions, JobHandle
 from tests.cron_helpers import schedule
 from tests.testapp import jobs as test_jobs
 

@@ -1,7 +1,7 @@
-"""django_cronqueue.error_text: last_error and traceback are bounded, readable and
+"""django_cronqueue.values.error_text: last_error and traceback are bounded, readable and
 storable whatever the exception holds."""
 
-from django_cronqueue.error_text import (
+from django_cronqueue.values.error_text import (
     MAX_CLASS_PATH_CHARS,
     MAX_ERROR_CHARS,
     MAX_TRACEBACK_CHARS,

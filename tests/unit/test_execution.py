@@ -9,9 +9,9 @@ import pytest
 from django.test import override_settings
 
 from django_cronqueue.claiming import ClaimedJob
-from django_cronqueue.execution import Call, result_problem, storable_result
-from django_cronqueue.registry import JobDefinition
-from django_cronqueue.validation import MAX_JSON_DEPTH
+from django_cronqueue.definitions.registry import JobDefinition
+from django_cronqueue.running.execution import Call, result_problem, storable_result
+from django_cronqueue.values.validation import MAX_JSON_DEPTH
 
 
 class BrokenIterable(list):

@@ -7,8 +7,13 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from django_cronqueue import jobs
-from django_cronqueue.flowspec import RateLimit, key_from_value, key_problem, parse_rate_limit
-from django_cronqueue.registry import registry
+from django_cronqueue.definitions.flow_options import (
+    RateLimit,
+    key_from_value,
+    key_problem,
+    parse_rate_limit,
+)
+from django_cronqueue.definitions.registry import registry
 
 MINUTE = dt.timedelta(minutes=1)
 

@@ -3,7 +3,7 @@ in tests/db/test_maintenance.py."""
 
 import datetime as dt
 
-from django_cronqueue.maintenance import PRUNE_EVERY, PruneClock
+from django_cronqueue.housekeeping.maintenance import PRUNE_EVERY, PruneClock
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 SECOND = dt.timedelta(seconds=1)

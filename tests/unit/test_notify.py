@@ -7,7 +7,7 @@ import threading
 
 from django.test import override_settings
 
-from django_cronqueue.notify import SelectableEvent, due_soon
+from django_cronqueue.db.notify import SelectableEvent, due_soon
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 

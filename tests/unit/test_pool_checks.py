@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from django_cronqueue import jobs
-from django_cronqueue.registry import registry
+from django_cronqueue.definitions.registry import registry
 from django_cronqueue.worker import checks as pool_checks
 
 

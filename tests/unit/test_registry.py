@@ -12,8 +12,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from django_cronqueue import jobs
-from django_cronqueue.backoff import DEFAULT_BACKOFF, Exponential
-from django_cronqueue.registry import JobDefinition, default_name, registry
+from django_cronqueue.definitions.backoff import DEFAULT_BACKOFF, Exponential
+from django_cronqueue.definitions.registry import JobDefinition, default_name, registry
 from tests.testapp import jobs as testapp_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -380,7 +380,7 @@ def test_callable_backoff_is_kept_verbatim():
 def run_django_setup(settings_module, **env):
     code = (
         "import django; django.setup(); "
-        "from django_cronqueue.registry import registry; print(registry.names())"
+        "from django_cronqueue.definitions.registry import registry; print(registry.names())"
     )
     return subprocess.run(
         [sys.executable, "-c", code],

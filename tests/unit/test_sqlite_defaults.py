@@ -5,7 +5,7 @@ import pytest
 from django.db import connections
 from django.db.backends.sqlite3.base import DatabaseWrapper
 
-from django_cronqueue.sqlite_defaults import BUSY_TIMEOUT
+from django_cronqueue.db.sqlite_defaults import BUSY_TIMEOUT
 
 
 @pytest.fixture

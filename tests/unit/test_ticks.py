@@ -5,8 +5,8 @@ moves are tested in tests/db/test_history_tables.py and tests/db/test_history_mo
 import datetime as dt
 import threading
 
-from django_cronqueue.archive import ARCHIVE_BATCH, ARCHIVE_BATCHES, Budget
-from django_cronqueue.ticks import YIELD_AFTER_HOLD, ClaimTally
+from django_cronqueue.history.archive import ARCHIVE_BATCH, ARCHIVE_BATCHES, Budget
+from django_cronqueue.worker.tick import YIELD_AFTER_HOLD, ClaimTally
 
 NOW = dt.datetime(2026, 12, 4, 12, tzinfo=dt.timezone.utc)
 PASS = dt.timedelta(seconds=10)

@@ -1,4 +1,4 @@
-"""django_cronqueue.typedjson: datetime, Decimal, UUID... through a job's JSON payload."""
+"""django_cronqueue.values.typedjson: datetime, Decimal, UUID... through a job's JSON payload."""
 
 import datetime as dt
 import json
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_cronqueue import typedjson
+from django_cronqueue.values import typedjson
 from tests.payload_values import JSON_VALUES, at_fixed_offsets
 
 VALUES = [

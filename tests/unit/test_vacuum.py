@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django_cronqueue import vacuum
+from django_cronqueue.housekeeping import vacuum
 from django_cronqueue.observe.storage import StorageHealth
 
 NOW = dt.datetime(2026, 12, 5, 4, 0, tzinfo=dt.timezone.utc)

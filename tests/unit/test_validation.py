@@ -1,13 +1,13 @@
-"""django_cronqueue.validation: the column limits and the predicates every check uses."""
+"""django_cronqueue.values.validation: the column limits and the predicates every check uses."""
 
 import math
 import sys
 
 import pytest
 
-from django_cronqueue import validation
 from django_cronqueue.models import Job
-from django_cronqueue.validation import (
+from django_cronqueue.values import validation
+from django_cronqueue.values.validation import (
     is_finite_number,
     is_int,
     is_priority,

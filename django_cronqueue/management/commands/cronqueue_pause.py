@@ -61,7 +61,7 @@ def unused_queue_note(queue: str) -> str:
     """A note when no job this process defines uses ``queue`` and no job row is in it
     (a typo, most likely), naming the queues in use; else ""."""
     from django_cronqueue import observe
-    from django_cronqueue.registry import registry
+    from django_cronqueue.definitions.registry import registry
 
     defined = {definition.effective_queue for definition in registry}
     if queue in defined or observe.jobs().filter(queue=queue).exists():
@@ -99,7 +99,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from django_cronqueue import jobs
-        from django_cronqueue.registry import registry
+        from django_cronqueue.definitions.registry import registry
 
         queue, name = options["queue"], options["name"]
         label = f"queue {queue}" if queue is not None else f"job {name}"
