@@ -1,5 +1,5 @@
 """django_cronqueue.testing, testing.eager() and the pytest plugin's fixtures (eager mode
-itself: tests/db/test_eager.py)."""
+itself: tests/db/enqueueing/test_eager.py)."""
 
 import datetime as dt
 

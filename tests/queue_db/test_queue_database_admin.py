@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from django_cronqueue import jobs
 from django_cronqueue.models import CronSchedule, Job, JobStatus, Pause
-from tests.db.test_metrics_view import scrape, value
+from tests.db.metrics.test_view import scrape, value
 from tests.testapp import jobs as test_jobs
 
 from .conftest import BOTH

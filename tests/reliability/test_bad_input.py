@@ -1,11 +1,11 @@
 """Bad input: oversized payloads, unicode everywhere, text no database can store.
 
 Covered elsewhere, not repeated: every system check id (tests/unit/test_checks.py),
-bad definitions (tests/unit/test_registry.py), non-JSON and unbindable payloads, the
+bad definitions (tests/unit/definitions/test_registry.py), non-JSON and unbindable payloads, the
 configurable size limit and dedupe keys that differ only in case or trailing space
-(tests/db/test_enqueue.py), rows whose name no code defines being flagged in the admin
+(tests/db/enqueueing/test_enqueue.py), rows whose name no code defines being flagged in the admin
 (tests/admin/test_job_admin.py::test_jobs_no_code_defines_are_flagged) and never
-claimed (tests/db/test_ticks.py, and tests/reliability/test_security.py with a real
+claimed (tests/db/worker/test_tick.py, and tests/reliability/test_security.py with a real
 worker).
 """
 

@@ -2,7 +2,7 @@
 
 Already proven, and run on MariaDB as on PostgreSQL and SQLite (the test modules take
 the database from CRONQUEUE_TEST_DB): 8 processes enqueueing the same dedupe keys create
-one job per key (tests/db/test_dedupe_concurrency.py), and six processes ticking the same
+one job per key (tests/db/enqueueing/test_dedupe_concurrency.py), and six processes ticking the same
 cron schedules create and run each occurrence exactly once
 (tests/e2e/test_cron_processes.py).
 """

@@ -1,7 +1,7 @@
 """Hostile handlers: whatever a handler does, the worker survives, the row records a
 bounded, readable error and the other jobs are unaffected (on every database).
 
-tests/db/test_ticks.py::test_system_exit_in_a_handler_is_a_failure_not_an_exit covers
+tests/db/worker/test_tick.py::test_system_exit_in_a_handler_is_a_failure_not_an_exit covers
 SystemExit under ``jobs.tick()``; here everything runs in one real ``runjobs`` process
 with a single slot, so a slot thread that died would stop all the work behind it.
 """
