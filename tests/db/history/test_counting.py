@@ -431,7 +431,7 @@ import django
 
 django.setup()
 from django.db import connection, transaction
-from django_cronqueue import history
+from django_cronqueue.history import counting
 
 connection.ensure_connection()
 print("ready", flush=True)
