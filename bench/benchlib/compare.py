@@ -27,7 +27,7 @@ from .spec import System
 
 EXPORT_DIR = BENCH_DIR / ".compare"
 WORKING_TREE = "."
-BURST_REPEATS = 3  # runjobs --burst on an empty queue, per side and round (median)
+BURST_REPEATS = 3  # each start-up figure, per side and round (median)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +122,44 @@ def burst_seconds(ctx: measure.Context, system: System) -> float:
     return time.perf_counter() - started
 
 
+def first_job_seconds(ctx: measure.Context, system: System) -> float:
+    """Wall time of ``runjobs --burst`` with exactly one no-op job due: from the launch
+    until the process exits having run it. The job is enqueued before the launch, in a
+    process of its own, through the public API (the driver's ``fill 1``:
+    ``jobs.enqueue_many`` of the bench project's ``noop``); after the exit its row must say
+    it succeeded, or the figure is not taken."""
+    database = db.Database("postgres", system.database)
+    try:
+        database.reset(system.tables)
+        ctx.driver(system, "fill", "1")
+        started = time.perf_counter()
+        done = subprocess.run(
+            [ctx.python, "-m", "django", "runjobs", "--burst"],
+            cwd=BENCH_DIR,
+            env=ctx.env(system),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        elapsed = time.perf_counter() - started
+        if done.returncode:
+            tail = " | ".join(done.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(f"{system.key} runjobs --burst exited {done.returncode}: {tail}")
+        cursor = database.connection.cursor()
+        cursor.execute("SELECT status FROM django_cronqueue_job")
+        statuses = [row[0] for row in cursor.fetchall()]
+        cursor.close()
+        if statuses != ["succeeded"]:
+            raise RuntimeError(f"{system.key} first job: want one succeeded job, got {statuses}")
+        database.reset(system.tables)
+        return elapsed
+    finally:
+        database.close()
+
+
 def check_seconds(ctx: measure.Context, system: System) -> float:
     """Wall time of ``manage.py check``: what any Django command pays to start."""
     started = time.perf_counter()
@@ -135,6 +173,13 @@ def check_seconds(ctx: measure.Context, system: System) -> float:
         timeout=120,
     )
     return time.perf_counter() - started
+
+
+STARTUP_FIGURES = (
+    ("burst", burst_seconds),  # nothing due
+    ("check", check_seconds),
+    ("first job", first_job_seconds),  # one job due: start to first job, and out
+)
 
 
 def run(
@@ -179,7 +224,7 @@ def run(
                           f"{rate:,.0f} jobs/s", flush=True)  # fmt: skip
             if startup:
                 for side in order:
-                    for name, measure_one in (("burst", burst_seconds), ("check", check_seconds)):
+                    for name, measure_one in STARTUP_FIGURES:
                         times = [measure_one(ctx, side.system) for _ in range(BURST_REPEATS)]
                         value = statistics.median(times)
                         figures[side.label].setdefault(f"{name} seconds", []).append(value)
