@@ -122,16 +122,22 @@ def burst_seconds(ctx: measure.Context, system: System) -> float:
     return time.perf_counter() - started
 
 
-def first_job_seconds(ctx: measure.Context, system: System) -> float:
-    """Wall time of ``runjobs --burst`` with exactly one no-op job due: from the launch
-    until the process exits having run it. The job is enqueued before the launch, in a
-    process of its own, through the public API (the driver's ``fill 1``:
-    ``jobs.enqueue_many`` of the bench project's ``noop``); after the exit its row must say
-    it succeeded, or the figure is not taken."""
+def first_job(ctx: measure.Context, system: System) -> dict[str, float]:
+    """``runjobs --burst`` with exactly one no-op job due, enqueued before the launch in a
+    process of its own through the public API (the driver's ``fill 1``:
+    ``jobs.enqueue_many`` of the bench project's ``noop``). After the exit the job's row
+    must say it succeeded, or no figure is taken. Two figures of the same run:
+
+    - ``first job``: from the launch until the process exits having run it;
+    - ``first job start``: from the launch until the job's ``started_at`` (the worker's
+      clock, the same machine's): start-up alone, without the shut-down (a9c6a55's
+      ``--burst`` waits up to POLL_INTERVAL, 1 s, in its main loop before it exits).
+    """
     database = db.Database("postgres", system.database)
     try:
         database.reset(system.tables)
         ctx.driver(system, "fill", "1")
+        launched = time.time()
         started = time.perf_counter()
         done = subprocess.run(
             [ctx.python, "-m", "django", "runjobs", "--burst"],
@@ -149,13 +155,13 @@ def first_job_seconds(ctx: measure.Context, system: System) -> float:
             tail = " | ".join(done.stderr.strip().splitlines()[-5:])
             raise RuntimeError(f"{system.key} runjobs --burst exited {done.returncode}: {tail}")
         cursor = database.connection.cursor()
-        cursor.execute("SELECT status FROM django_cronqueue_job")
-        statuses = [row[0] for row in cursor.fetchall()]
+        cursor.execute("SELECT status, EXTRACT(EPOCH FROM started_at) FROM django_cronqueue_job")
+        rows = cursor.fetchall()
         cursor.close()
-        if statuses != ["succeeded"]:
-            raise RuntimeError(f"{system.key} first job: want one succeeded job, got {statuses}")
+        if [row[0] for row in rows] != ["succeeded"]:
+            raise RuntimeError(f"{system.key} first job: want one succeeded job, got {rows}")
         database.reset(system.tables)
-        return elapsed
+        return {"first job": elapsed, "first job start": float(rows[0][1]) - launched}
     finally:
         database.close()
 
@@ -175,10 +181,14 @@ def check_seconds(ctx: measure.Context, system: System) -> float:
     return time.perf_counter() - started
 
 
-STARTUP_FIGURES = (
-    ("burst", burst_seconds),  # nothing due
-    ("check", check_seconds),
-    ("first job", first_job_seconds),  # one job due: start to first job, and out
+def _one(name: str, measure_one: Any) -> Any:
+    return lambda ctx, system: {name: measure_one(ctx, system)}
+
+
+STARTUP_FIGURES = (  # each measures once and returns {figure name: seconds}
+    _one("burst", burst_seconds),  # nothing due
+    _one("check", check_seconds),
+    first_job,  # one job due: "first job" (to the exit) and "first job start"
 )
 
 
@@ -224,12 +234,13 @@ def run(
                           f"{rate:,.0f} jobs/s", flush=True)  # fmt: skip
             if startup:
                 for side in order:
-                    for name, measure_one in STARTUP_FIGURES:
-                        times = [measure_one(ctx, side.system) for _ in range(BURST_REPEATS)]
-                        value = statistics.median(times)
-                        figures[side.label].setdefault(f"{name} seconds", []).append(value)
-                        print(f"  round {number}/{rounds} {side.label} {name}: {value:.3f} s",
-                              flush=True)  # fmt: skip
+                    for measure_some in STARTUP_FIGURES:
+                        runs = [measure_some(ctx, side.system) for _ in range(BURST_REPEATS)]
+                        for name in runs[0]:
+                            value = statistics.median(run[name] for run in runs)
+                            figures[side.label].setdefault(f"{name} seconds", []).append(value)
+                            print(f"  round {number}/{rounds} {side.label} {name}: {value:.3f} s",
+                                  flush=True)  # fmt: skip
             if ceiling:
                 measure.wait_for_quiet(ctx.options.quiet_wait)
                 for name, value in measure.measure_ceiling(ctx).items():
@@ -280,7 +291,7 @@ def table(
         f"{sides[0].title}",
         f"{sides[1].title}",
         "",
-        f"{'figure':<22} {'A median':>12} {'B median':>12} {'change':>8}   rounds (A | B)",
+        f"{'figure':<24} {'A median':>12} {'B median':>12} {'change':>8}   rounds (A | B)",
     ]
     for name in figures[a]:
         values_a, values_b = figures[a][name], figures[b].get(name, [])
@@ -292,7 +303,7 @@ def table(
         shown = " ".join(_fmt(v, unit) for v in values_a) + " | "
         shown += " ".join(_fmt(v, unit) for v in values_b)
         lines.append(
-            f"{name:<22} {_fmt(median_a, unit):>12} {_fmt(median_b, unit):>12} "
+            f"{name:<24} {_fmt(median_a, unit):>12} {_fmt(median_b, unit):>12} "
             f"{change:>+7.1f}%   {shown}"
         )
     for side in sides:
@@ -302,7 +313,7 @@ def table(
             lines.append(f"  {side.label} 2 processes / 1 process: {ratio:.2f}x")
     for name, values in ceilings.items():
         median = statistics.median(values)
-        lines.append(f"{name:<22} {_fmt(median, '/s'):>12} (pgbench, same rounds)")
+        lines.append(f"{name:<24} {_fmt(median, '/s'):>12} (pgbench, same rounds)")
         for side in sides:
             default = figures[side.label].get("drain default")
             if default:
