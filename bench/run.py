@@ -127,7 +127,8 @@ def parse_args() -> argparse.Namespace:
     compare.add_argument("--ceiling", action="store_true",
                          help="measure the pgbench ceiling in every round (ratios)")  # fmt: skip
     compare.add_argument("--startup", action="store_true",
-                         help="time runjobs --burst (nothing due) and manage.py check")  # fmt: skip
+                         help="time runjobs --burst (nothing due, then one job due: "
+                         "start to first job) and manage.py check")  # fmt: skip
     return parser.parse_args()
 
 

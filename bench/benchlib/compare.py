@@ -27,7 +27,7 @@ from .spec import System
 
 EXPORT_DIR = BENCH_DIR / ".compare"
 WORKING_TREE = "."
-BURST_REPEATS = 3  # runjobs --burst on an empty queue, per side and round (median)
+BURST_REPEATS = 3  # each start-up figure, per side and round (median)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +122,50 @@ def burst_seconds(ctx: measure.Context, system: System) -> float:
     return time.perf_counter() - started
 
 
+def first_job(ctx: measure.Context, system: System) -> dict[str, float]:
+    """``runjobs --burst`` with exactly one no-op job due, enqueued before the launch in a
+    process of its own through the public API (the driver's ``fill 1``:
+    ``jobs.enqueue_many`` of the bench project's ``noop``). After the exit the job's row
+    must say it succeeded, or no figure is taken. Two figures of the same run:
+
+    - ``first job``: from the launch until the process exits having run it;
+    - ``first job start``: from the launch until the job's ``started_at`` (the worker's
+      clock, the same machine's): start-up alone, without the shut-down (a9c6a55's
+      ``--burst`` waits up to POLL_INTERVAL, 1 s, in its main loop before it exits).
+    """
+    database = db.Database("postgres", system.database)
+    try:
+        database.reset(system.tables)
+        ctx.driver(system, "fill", "1")
+        launched = time.time()
+        started = time.perf_counter()
+        done = subprocess.run(
+            [ctx.python, "-m", "django", "runjobs", "--burst"],
+            cwd=BENCH_DIR,
+            env=ctx.env(system),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        elapsed = time.perf_counter() - started
+        if done.returncode:
+            tail = " | ".join(done.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(f"{system.key} runjobs --burst exited {done.returncode}: {tail}")
+        cursor = database.connection.cursor()
+        cursor.execute("SELECT status, EXTRACT(EPOCH FROM started_at) FROM django_cronqueue_job")
+        rows = cursor.fetchall()
+        cursor.close()
+        if [row[0] for row in rows] != ["succeeded"]:
+            raise RuntimeError(f"{system.key} first job: want one succeeded job, got {rows}")
+        database.reset(system.tables)
+        return {"first job": elapsed, "first job start": float(rows[0][1]) - launched}
+    finally:
+        database.close()
+
+
 def check_seconds(ctx: measure.Context, system: System) -> float:
     """Wall time of ``manage.py check``: what any Django command pays to start."""
     started = time.perf_counter()
@@ -135,6 +179,17 @@ def check_seconds(ctx: measure.Context, system: System) -> float:
         timeout=120,
     )
     return time.perf_counter() - started
+
+
+def _one(name: str, measure_one: Any) -> Any:
+    return lambda ctx, system: {name: measure_one(ctx, system)}
+
+
+STARTUP_FIGURES = (  # each measures once and returns {figure name: seconds}
+    _one("burst", burst_seconds),  # nothing due
+    _one("check", check_seconds),
+    first_job,  # one job due: "first job" (to the exit) and "first job start"
+)
 
 
 def run(
@@ -179,12 +234,13 @@ def run(
                           f"{rate:,.0f} jobs/s", flush=True)  # fmt: skip
             if startup:
                 for side in order:
-                    for name, measure_one in (("burst", burst_seconds), ("check", check_seconds)):
-                        times = [measure_one(ctx, side.system) for _ in range(BURST_REPEATS)]
-                        value = statistics.median(times)
-                        figures[side.label].setdefault(f"{name} seconds", []).append(value)
-                        print(f"  round {number}/{rounds} {side.label} {name}: {value:.3f} s",
-                              flush=True)  # fmt: skip
+                    for measure_some in STARTUP_FIGURES:
+                        runs = [measure_some(ctx, side.system) for _ in range(BURST_REPEATS)]
+                        for name in runs[0]:
+                            value = statistics.median(run[name] for run in runs)
+                            figures[side.label].setdefault(f"{name} seconds", []).append(value)
+                            print(f"  round {number}/{rounds} {side.label} {name}: {value:.3f} s",
+                                  flush=True)  # fmt: skip
             if ceiling:
                 measure.wait_for_quiet(ctx.options.quiet_wait)
                 for name, value in measure.measure_ceiling(ctx).items():
@@ -235,7 +291,7 @@ def table(
         f"{sides[0].title}",
         f"{sides[1].title}",
         "",
-        f"{'figure':<22} {'A median':>12} {'B median':>12} {'change':>8}   rounds (A | B)",
+        f"{'figure':<24} {'A median':>12} {'B median':>12} {'change':>8}   rounds (A | B)",
     ]
     for name in figures[a]:
         values_a, values_b = figures[a][name], figures[b].get(name, [])
@@ -247,7 +303,7 @@ def table(
         shown = " ".join(_fmt(v, unit) for v in values_a) + " | "
         shown += " ".join(_fmt(v, unit) for v in values_b)
         lines.append(
-            f"{name:<22} {_fmt(median_a, unit):>12} {_fmt(median_b, unit):>12} "
+            f"{name:<24} {_fmt(median_a, unit):>12} {_fmt(median_b, unit):>12} "
             f"{change:>+7.1f}%   {shown}"
         )
     for side in sides:
@@ -257,7 +313,7 @@ def table(
             lines.append(f"  {side.label} 2 processes / 1 process: {ratio:.2f}x")
     for name, values in ceilings.items():
         median = statistics.median(values)
-        lines.append(f"{name:<22} {_fmt(median, '/s'):>12} (pgbench, same rounds)")
+        lines.append(f"{name:<24} {_fmt(median, '/s'):>12} (pgbench, same rounds)")
         for side in sides:
             default = figures[side.label].get("drain default")
             if default:
