@@ -9,7 +9,6 @@ May import ``operations`` and everything below it; only ``management``, ``jobs``
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,21 +25,23 @@ __all__ = [
     "make_worker",
 ]
 
+
 # Loaded when first asked for: ``jobs.tick()``, the health probe and the system checks
 # import modules of this folder without starting a worker, and should not pay for one.
-_LAZY = {
-    "MAX_DB_BACKOFF": "database",
-    "EXIT_STUCK": "heartbeat",
-    "HELPER_JOIN_TIMEOUT": "loop",
-    "OUTCOME_WRITE_ATTEMPTS": "loop",
-    "Worker": "loop",
-}
-
-
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    if name in ("HELPER_JOIN_TIMEOUT", "OUTCOME_WRITE_ATTEMPTS", "Worker"):
+        from . import loop
+
+        return getattr(loop, name)
+    if name == "EXIT_STUCK":
+        from .heartbeat import EXIT_STUCK
+
+        return EXIT_STUCK
+    if name == "MAX_DB_BACKOFF":
+        from .database import MAX_DB_BACKOFF
+
+        return MAX_DB_BACKOFF
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_worker(
