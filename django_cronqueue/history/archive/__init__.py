@@ -10,6 +10,8 @@ completion work on, and every reader of the job table still sees them.
 The workers' housekeeping moves finished rows (``archive``, every ``ARCHIVE_EVERY``);
 a retry brings its rows back first (``reopen``). docs/explanation.md, "History", says
 why and what it costs.
+
+May import ``models``, ``db`` and ``conf`` only.
 """
 
 from __future__ import annotations
