@@ -59,7 +59,8 @@ def __getattr__(name: str) -> Any:
     return globals()[name]
 
 
-def _enabled() -> bool:
+def enabled() -> bool:
+    """``ENABLED``, importing opentelemetry first if nothing has yet."""
     try:
         return ENABLED
     except NameError:  # not loaded yet
@@ -110,7 +111,7 @@ _NO_CONSUMER_SPAN: nullcontext[None] = nullcontext()
 def producer_span(name: str, queue: str, count: int = 1) -> AbstractContextManager[ProducerSpan]:
     """A PRODUCER span ``send <queue>`` around an enqueue of ``count`` jobs of ``name``
     (either may be "" when the jobs of a workflow differ in it)."""
-    if not _enabled():
+    if not enabled():
         return _NO_PRODUCER_SPAN
     return _producer_span(name, queue, count)
 
@@ -119,7 +120,7 @@ def consumer_span(job: TracedJob) -> AbstractContextManager[None]:
     """A CONSUMER span ``process <queue>`` around one run of ``job``: a child of the
     span that enqueued it (its stored ``traceparent``) and linked to it. An exception
     that escapes (other than ``Snooze``) is recorded and sets the status to ERROR."""
-    if not _enabled() or (not job.traceparent and not _tracing_configured()):
+    if not enabled() or (not job.traceparent and not _tracing_configured()):
         # No span to continue and no tracer to record one: the span would be a no-op.
         return _NO_CONSUMER_SPAN
     return _consumer_span(job)
