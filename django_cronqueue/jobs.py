@@ -20,7 +20,6 @@ from .cron.spec import CronRun
 from .definitions.backoff import exponential
 from .definitions.registry import JobDefinition
 from .enqueueing.decorators import JobHandle, cron, job
-from .enqueueing.workflows import Chain, Group, Signature
 from .exceptions import (
     ChildDied,
     Discard,
@@ -36,6 +35,7 @@ from .running.context import JobContext, current
 from .worker.results import TickResult
 
 if TYPE_CHECKING:
+    from .enqueueing.workflows import Chain, Group, Signature
     from .lifecycle import Cancellation
     from .models import Batch, Job, Pause
 
@@ -236,11 +236,15 @@ def resume(queue: str | None = None, name: str | JobDefinition | None = None) ->
 def chain(*signatures: Signature) -> Chain:
     """``jobs.chain(a.s(...), b.s(...)).enqueue()``: each job waits for the one before
     it; see ``django_cronqueue.enqueueing.workflows``."""
+    from .enqueueing.workflows import Chain
+
     return Chain(*signatures)
 
 
 def group(signatures: Iterable[Signature]) -> Group:
     """``jobs.group([...]).then(sig).finally_(sig).enqueue()`` -> ``jobs.Batch``."""
+    from .enqueueing.workflows import Group
+
     return Group(signatures)
 
 
@@ -249,4 +253,8 @@ def __getattr__(name: str) -> Any:
         from .models import Batch as BatchModel
 
         return BatchModel
+    if name in ("Chain", "Group", "Signature"):  # workflows: loaded when first used
+        from .enqueueing import workflows
+
+        return getattr(workflows, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

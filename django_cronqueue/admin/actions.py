@@ -24,14 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from django.contrib import messages
 from django.db.models import Model
 from django.http import HttpRequest
 
-from ..operations.bulk import Tally
 from .renderers import listing, plural
+
+if TYPE_CHECKING:  # the operations load when an action runs
+    from ..operations.bulk import Tally
 
 M = TypeVar("M", bound=Model)
 

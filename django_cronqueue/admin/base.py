@@ -15,7 +15,6 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.urls import reverse
 
 from ..conf import database_alias
-from ..operations.bulk import Tally
 from .actions import Action, Noun, Outcome, history_of, messages_of
 from .renderers import plural
 
@@ -29,6 +28,8 @@ except ImportError:  # Django 5.2 and 6.0: on the list only
     LIST_ACTIONS = None
 
 if TYPE_CHECKING:
+    from ..operations.bulk import Tally
+
     _ModelAdmin = admin.ModelAdmin
 else:  # django.contrib.admin's class cannot be subscripted at run time
 

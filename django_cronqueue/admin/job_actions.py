@@ -10,13 +10,16 @@ skipped, and said to be.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.contrib import messages
 from django.db.models import QuerySet
 
 from ..models import Job, JobStatus
-from ..operations import bulk
 from .actions import Action, summary_messages
+
+if TYPE_CHECKING:  # the operations load when an action runs
+    from ..operations import bulk
 
 JOB = "job"
 RUNNING_JOB = "running job"
@@ -79,6 +82,8 @@ CANCEL_REQUEST = Action("cancel", "Cancel request", "Asked {} to stop")
 def perform(action: JobAction, jobs: QuerySet[Job], *, by: str) -> bulk.BulkOutcome:
     """The action on every job of ``jobs`` it applies to: set-based, in batches. ``by``
     (who acts) is recorded with a cancel."""
+    from ..operations import bulk
+
     if action.key == "retry":
         return bulk.retry_jobs(jobs)
     if action.key == "cancel":

@@ -15,9 +15,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
-from .. import cron
+from .. import cron, observe
 from ..models import JobStatus
-from ..observe import Progress, number
 
 STATUS_LABELS = dict(JobStatus.choices)
 ORPHAN_HELP = (
@@ -71,7 +70,7 @@ def preformatted(text: str, kind: str) -> SafeString:
     return format_html('<pre class="cq-pre cq-{}">{}</pre>', kind, text)
 
 
-def progress_bar(progress: Progress | None, *, compact: bool = False) -> str:
+def progress_bar(progress: observe.Progress | None, *, compact: bool = False) -> str:
     """A job's progress as the browser's own ``<progress>`` bar (indeterminate without a
     total) and its text, ``3/10 (30%): chunk 3``; ``compact`` (the job list) shows the
     message only in the tooltip. Nothing when there is no progress."""
@@ -88,7 +87,11 @@ def progress_bar(progress: Progress | None, *, compact: bool = False) -> str:
         )
     if not compact:
         return format_html('<span class="cq-progress">{} <span>{}</span></span>', bar, text)
-    short = f"{progress.percent}%" if progress.percent is not None else f"{number(progress.done)}"
+    short = (
+        f"{progress.percent}%"
+        if progress.percent is not None
+        else f"{observe.number(progress.done)}"
+    )
     return format_html(
         '<span class="cq-progress" title="{}">{} <span class="cq-quiet">{}</span></span>',
         text,

@@ -16,7 +16,6 @@ in every process, gets what the site's ``OPTIONS`` leave unset:
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -31,6 +30,8 @@ def apply(*, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
     """A ``connection_created`` receiver."""
     if connection.vendor != "sqlite" or connection.alias != database_alias():
         return
+    import sqlite3  # loaded already by Django's SQLite backend; not by other vendors' sites
+
     options = connection.settings_dict.get("OPTIONS") or {}
     if options.get("transaction_mode") is None:
         connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]

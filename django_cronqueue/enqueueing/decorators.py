@@ -11,7 +11,7 @@ import datetime as dt
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, NoReturn, overload
+from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
@@ -24,7 +24,9 @@ from ..definitions.registry import JobDefinition, LimitBy, OnFailed, default_nam
 from ..models import Job
 from .enqueue import enqueue, enqueue_many
 from .on_commit import enqueue_on_commit
-from .workflows import Signature, check_enqueue_after, enqueue_after
+
+if TYPE_CHECKING:  # workflows (and the lifecycle behind them) load when first used
+    from .workflows import Signature
 
 
 class JobHandle(JobDefinition):
@@ -84,6 +86,8 @@ class JobHandle(JobDefinition):
     def s(self, *args: Any, **kwargs: Any) -> Signature:
         """A signature of one run with these arguments, for ``jobs.chain`` and
         ``jobs.group``; checked now, written by the workflow's ``enqueue()``."""
+        from .workflows import Signature
+
         return Signature.make(self, bind_arguments(self, args, kwargs), {})
 
 
@@ -120,6 +124,8 @@ class EnqueueOptions:
         if "after" not in self.options:
             enqueue_on_commit(self.definition, payload, **self.options)
             return
+        from .workflows import check_enqueue_after, enqueue_after
+
         options = self._after_options()
         checked, upstream = check_enqueue_after(
             self.definition, payload, self.options["after"], options
@@ -127,6 +133,8 @@ class EnqueueOptions:
         transaction.on_commit(partial(enqueue_after, self.definition, checked, upstream, options))
 
     def _enqueue_after(self, payload: dict[str, Any]) -> Job:
+        from .workflows import enqueue_after
+
         options = self._after_options()
         return enqueue_after(self.definition, payload, self.options["after"], options)
 
@@ -142,6 +150,8 @@ class EnqueueOptions:
 
     def s(self, *args: Any, **kwargs: Any) -> Signature:
         """A signature with these options (run_at, delay, priority, queue)."""
+        from .workflows import Signature
+
         return Signature.make(
             self.definition, bind_arguments(self.definition, args, kwargs), self.options
         )

@@ -37,7 +37,6 @@ from .dedupe import (
     is_key_conflict,
     key_kept_changing_hands,
 )
-from .eager import run_eagerly, run_many_eagerly
 
 BULK_BATCH_SIZE = 1000
 
@@ -80,6 +79,8 @@ def enqueue(
     if (
         saved is row and get_settings().EAGER
     ):  # tests: run it now (django_cronqueue.enqueueing.eager)
+        from .eager import run_eagerly  # and the worker's code behind it: loaded when used
+
         return run_eagerly(saved)
     return saved
 
@@ -183,6 +184,8 @@ def enqueue_many(
         wake_workers(using, [when], now)
         producer.set_message_ids(row.pk for row in created)
     if get_settings().EAGER:  # tests: run them now (django_cronqueue.enqueueing.eager)
+        from .eager import run_many_eagerly  # and the worker's code behind it
+
         return run_many_eagerly(created, now)
     return created
 

@@ -10,31 +10,63 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import __version__
 from ..exceptions import Snooze
 from ..values.error_text import describe
 from ..values.validation import MAX_TRACEPARENT_LENGTH
 
-try:
+if TYPE_CHECKING:
     from opentelemetry import trace
-    from opentelemetry.trace import (
-        Link,
-        NonRecordingSpan,
-        SpanContext,
-        SpanKind,
-        Status,
-        StatusCode,
-    )
+    from opentelemetry.trace import SpanContext
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-except ImportError:  # the [otel] extra is not installed
-    ENABLED = False
-else:
-    ENABLED = True
-    _tracer = trace.get_tracer("django_cronqueue", __version__)
-    # The row's column holds a W3C traceparent, whatever propagators the site configured.
-    _propagator = TraceContextTextMapPropagator()
+
+# Set by _load(), which imports opentelemetry when a span is first asked for (or one of
+# these is read): a process that never enqueues nor runs a job does not pay for it.
+ENABLED: bool  # whether the [otel] extra is installed
+_tracer: trace.Tracer
+# The row's column holds a W3C traceparent, whatever propagators the site configured.
+_propagator: TraceContextTextMapPropagator
+_LAZY = ("ENABLED", "_tracer", "_propagator")
+
+
+def _load() -> None:
+    global ENABLED, _tracer, _propagator
+    try:
+        from opentelemetry import trace
+        from opentelemetry.trace import (  # noqa: F401  (all of them, or none is used)
+            Link,
+            NonRecordingSpan,
+            SpanContext,
+            SpanKind,
+            Status,
+            StatusCode,
+        )
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    except ImportError:  # the [otel] extra is not installed
+        ENABLED = False
+    else:
+        _tracer = trace.get_tracer("django_cronqueue", __version__)
+        _propagator = TraceContextTextMapPropagator()
+        ENABLED = True
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY or "ENABLED" in globals():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load()
+    return globals()[name]
+
+
+def enabled() -> bool:
+    """``ENABLED``, importing opentelemetry first if nothing has yet."""
+    try:
+        return ENABLED
+    except NameError:  # not loaded yet
+        _load()
+        return ENABLED
+
 
 MESSAGING_SYSTEM = "django_cronqueue"
 
@@ -79,7 +111,7 @@ _NO_CONSUMER_SPAN: nullcontext[None] = nullcontext()
 def producer_span(name: str, queue: str, count: int = 1) -> AbstractContextManager[ProducerSpan]:
     """A PRODUCER span ``send <queue>`` around an enqueue of ``count`` jobs of ``name``
     (either may be "" when the jobs of a workflow differ in it)."""
-    if not ENABLED:
+    if not enabled():
         return _NO_PRODUCER_SPAN
     return _producer_span(name, queue, count)
 
@@ -88,7 +120,7 @@ def consumer_span(job: TracedJob) -> AbstractContextManager[None]:
     """A CONSUMER span ``process <queue>`` around one run of ``job``: a child of the
     span that enqueued it (its stored ``traceparent``) and linked to it. An exception
     that escapes (other than ``Snooze``) is recorded and sets the status to ERROR."""
-    if not ENABLED or (not job.traceparent and not _tracing_configured()):
+    if not enabled() or (not job.traceparent and not _tracing_configured()):
         # No span to continue and no tracer to record one: the span would be a no-op.
         return _NO_CONSUMER_SPAN
     return _consumer_span(job)
@@ -102,6 +134,8 @@ def _tracing_configured() -> bool:
     """True once the site has set a tracer provider (the API's default is a proxy that
     records nothing until one is set)."""
     if not _Provider.configured:
+        from opentelemetry import trace
+
         provider = trace.get_tracer_provider()
         _Provider.configured = not isinstance(
             provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
@@ -111,6 +145,8 @@ def _tracing_configured() -> bool:
 
 def traceparent_of(span: trace.Span) -> str:
     """The W3C traceparent of ``span``, "" when its context is not valid."""
+    from opentelemetry import trace
+
     carrier: dict[str, str] = {}
     _propagator.inject(carrier, context=trace.set_span_in_context(span))
     value = carrier.get("traceparent", "")
@@ -121,6 +157,8 @@ def stored_span_context(traceparent: str) -> SpanContext | None:
     """The span context a row's ``traceparent`` names, or None (empty or malformed)."""
     if not traceparent:
         return None
+    from opentelemetry import trace
+
     context = _propagator.extract({"traceparent": traceparent})
     span_context = trace.get_current_span(context).get_span_context()
     return span_context if span_context.is_valid else None
@@ -128,6 +166,8 @@ def stored_span_context(traceparent: str) -> SpanContext | None:
 
 @contextmanager
 def _producer_span(name: str, queue: str, count: int) -> Iterator[ProducerSpan]:
+    from opentelemetry.trace import SpanKind
+
     attributes = _attributes("send", name, queue)
     if count != 1:
         attributes["messaging.batch.message_count"] = count
@@ -139,6 +179,9 @@ def _producer_span(name: str, queue: str, count: int) -> Iterator[ProducerSpan]:
 
 @contextmanager
 def _consumer_span(job: TracedJob) -> Iterator[None]:
+    from opentelemetry import trace
+    from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode
+
     attributes = _attributes("process", job.name, job.queue)
     attributes["messaging.message.id"] = str(job.id)
     attributes["cronqueue.job.attempt"] = job.attempts

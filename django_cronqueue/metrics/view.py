@@ -17,7 +17,6 @@ from django.utils import timezone
 from django.views import View
 
 from .client import MISSING, installed
-from .queue_metrics import render
 
 __all__ = ["MetricsView"]
 
@@ -34,6 +33,8 @@ class MetricsView(View):
             return HttpResponse("Forbidden: staff only.\n", status=403, content_type=PLAIN_TEXT)
         if not installed():
             return HttpResponse(MISSING + "\n", status=501, content_type=PLAIN_TEXT)
+        from .queue_metrics import render  # the gauges: loaded at the first scrape
+
         body, content_type = render(timezone.now(), request.headers.get("Accept", ""))
         return HttpResponse(body, content_type=content_type)
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
@@ -49,57 +50,59 @@ from .base import (
     read_alias,
     schedules,
 )
-from .control import (
-    RUNNING_SHOWN,
-    PauseState,
-    PauseTarget,
-    PauseTargets,
-    Progress,
-    RunningJob,
-    held_by_pause,
-    number,
-    pause_targets,
-    pauses,
-    pauses_holding,
-    progress_of,
-    running_jobs,
-)
-from .counts import finished_per_hour, job_counts, status_totals
-from .cron_schedules import (
-    SOONEST_SHOWN,
-    STATUSES_SHOWN,
-    ScheduleCounts,
-    ScheduleOverview,
-    ScheduleRow,
-    ScheduleStatus,
-    ScheduleStatuses,
-    describe_dynamic_schedule,
-    describe_expression,
-    describe_inactive_schedule,
-    describe_schedule,
-    describe_schedules,
-    next_runs,
-    schedule_counts,
-    schedule_overview,
-    schedule_statuses,
-    soonest_dynamic,
-    with_last_occurrence,
-)
-from .stranded import STRANDED_SHOWN, StrandedName, defined_names, mark_stranded, stranded_names
-from .workflows import (
-    LINKS_SHOWN,
-    BatchState,
-    CallbackOf,
-    JobRef,
-    Linked,
-    WorkflowLinks,
-    batch_progress,
-    batch_state,
-    downstream_jobs,
-    upstream_jobs,
-    with_workflow_links,
-    workflow_links,
-)
+
+if TYPE_CHECKING:
+    from .control import (
+        RUNNING_SHOWN,
+        PauseState,
+        PauseTarget,
+        PauseTargets,
+        Progress,
+        RunningJob,
+        held_by_pause,
+        number,
+        pause_targets,
+        pauses,
+        pauses_holding,
+        progress_of,
+        running_jobs,
+    )
+    from .counts import job_counts, status_totals
+    from .cron_schedules import (
+        SOONEST_SHOWN,
+        STATUSES_SHOWN,
+        ScheduleCounts,
+        ScheduleOverview,
+        ScheduleRow,
+        ScheduleStatus,
+        ScheduleStatuses,
+        describe_dynamic_schedule,
+        describe_expression,
+        describe_inactive_schedule,
+        describe_schedule,
+        describe_schedules,
+        next_runs,
+        schedule_counts,
+        schedule_overview,
+        schedule_statuses,
+        soonest_dynamic,
+        with_last_occurrence,
+    )
+    from .stranded import STRANDED_SHOWN, StrandedName, defined_names, mark_stranded, stranded_names
+    from .workflows import (
+        LINKS_SHOWN,
+        BatchState,
+        CallbackOf,
+        JobRef,
+        Linked,
+        WorkflowLinks,
+        batch_progress,
+        batch_state,
+        downstream_jobs,
+        upstream_jobs,
+        with_workflow_links,
+        workflow_links,
+    )
 
 __all__ = [
     "COUNT_CAP",
@@ -190,6 +193,37 @@ __all__ = [
     "workflow_links",
 ]
 
+# Each topic loads when one of its names is first asked for (``observe.running_jobs``,
+# ``from ..observe import StrandedName``): a process reading ``stranded`` alone (the
+# scheduler) does not pay for the admin's topics.
+_TOPICS = {
+    "control": (
+        "RUNNING_SHOWN PauseState PauseTarget PauseTargets Progress RunningJob "
+        "held_by_pause number pause_targets pauses pauses_holding progress_of "
+        "running_jobs"
+    ),
+    "counts": "finished_per_hour job_counts status_totals",
+    "cron_schedules": (
+        "SOONEST_SHOWN STATUSES_SHOWN ScheduleCounts ScheduleOverview ScheduleRow "
+        "ScheduleStatus ScheduleStatuses describe_dynamic_schedule describe_expression "
+        "describe_inactive_schedule describe_schedule describe_schedules next_runs "
+        "schedule_counts schedule_overview schedule_statuses soonest_dynamic "
+        "with_last_occurrence"
+    ),
+    "stranded": "STRANDED_SHOWN StrandedName defined_names mark_stranded stranded_names",
+    "workflows": (
+        "LINKS_SHOWN BatchState CallbackOf JobRef Linked WorkflowLinks batch_progress "
+        "batch_state downstream_jobs upstream_jobs with_workflow_links workflow_links"
+    ),
+}
+_LAZY = {name: topic for topic, names in _TOPICS.items() for name in names.split()}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+
 
 # --- counts -------------------------------------------------------------------------
 
@@ -206,6 +240,8 @@ def status_counts(queryset: QuerySet[Job] | None = None) -> dict[str, int]:
 def counts_per_status_and_name() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
     """Rows per status (every status present) and per name and status (only the statuses
     a name has), exactly, without counting the history (``observe.counts``)."""
+    from .counts import job_counts, status_totals
+
     counts = job_counts()
     by_name: dict[str, dict[str, int]] = {}
     for (status, name, _), n in counts.items():
@@ -343,6 +379,8 @@ class OldestPending:
 def oldest_pending(now: dt.datetime, *, skip_paused: bool = False) -> OldestPending | None:
     """The due pending job that has waited the longest (None when nothing is due); with
     ``skip_paused``, among those no pause in force holds back (what workers may claim)."""
+    from .control import held_by_pause
+
     due = due_jobs(now).exclude(held_by_pause(now)) if skip_paused else due_jobs(now)
     row = due.order_by("run_at", "pk").values_list("pk", "name", "queue", "run_at").first()
     if row is None:
@@ -503,6 +541,8 @@ def hourly_outcomes(now: dt.datetime, hours: int = HOURS, max_names: int = 50) -
     names, busiest first."""
     first = hour_floor(now) - dt.timedelta(hours=hours - 1)
     slots = [first + dt.timedelta(hours=i) for i in range(hours)]
+    from .counts import finished_per_hour
+
     rows = finished_per_hour(first, now, [JobStatus.SUCCEEDED, JobStatus.FAILED])
     by_name: dict[str, dict[dt.datetime, HourOutcomes]] = {}
     for name, status, hour, n in rows:

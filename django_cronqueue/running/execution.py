@@ -26,6 +26,7 @@ from ..claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_su
 from ..conf import database_alias, get_settings
 from ..definitions.registry import JobDefinition, registry
 from ..exceptions import ChildDied, JobCancelled, Snooze, SoftTimeLimitExceeded, TimeLimitExceeded
+from ..integrations import tracing
 from ..integrations.tracing import consumer_span
 from ..lifecycle import Outcome
 from ..models import Batch, Job, JobStatus
@@ -36,6 +37,10 @@ from . import console
 from .context import JobContext, enter, leave
 
 logger = logging.getLogger("django_cronqueue")
+
+# opentelemetry (when installed) loads with the code that runs jobs, not inside the first
+# job's timed run: a run's duration decides whether its success is batched.
+tracing.enabled()
 
 Clock = Callable[[], dt.datetime]
 

@@ -91,6 +91,34 @@ def test_the_module_imports_in_a_fresh_interpreter():
     assert output.strip() == str(expected)
 
 
+# Start-up imports the backend (and the Tasks framework) only when TASKS may use it.
+STARTUP = """
+import sys
+import django
+from django.conf import settings
+settings.configure(INSTALLED_APPS=["django_cronqueue"], TASKS=TASKS)
+django.setup()
+print("django_cronqueue.backend" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    ("tasks", "imported"),
+    [
+        ({}, False),
+        ({"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}, False),
+        ({"default": {"BACKEND": "django_cronqueue.backend.CronQueueBackend"}}, True),
+        ({"default": {"BACKEND": "shop.backends.Custom"}}, True),  # may subclass ours
+    ],
+)
+def test_start_up_imports_the_backend_only_when_tasks_may_use_it(tasks, imported):
+    code = f"TASKS = {tasks!r}\n{STARTUP}"
+    output = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert output.strip() == str(imported)
+
+
 @pytest.mark.skipif(DJANGO_6 or not HAS_TASKS, reason="the django-tasks backport on Django 5.2")
 def test_on_django_5_the_backend_runs_on_the_backport():
     from django_cronqueue.integrations import taskapi

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...conf import database_alias
-from . import mysql, postgresql
 from .common import ARCHIVE_BATCH, ARCHIVE_BATCHES, ARCHIVE_EVERY, Budget
 
 __all__ = [
@@ -38,6 +39,17 @@ __all__ = [
     "reopen",
 ]
 
+if TYPE_CHECKING:
+    from . import mysql, postgresql
+
+
+def __getattr__(name: str) -> Any:
+    """``archive.mysql`` and ``archive.postgresql``, loaded when first used: a process
+    loads only those it uses (the claim and the dedupe read a constant of ``mysql``)."""
+    if name not in ("mysql", "postgresql"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return import_module(f".{name}", __name__)
+
 
 def archive(
     now: dt.datetime, *, batch_size: int = ARCHIVE_BATCH, budget: Budget | None = None
@@ -49,8 +61,12 @@ def archive(
     connection = connections[database_alias()]
     budget = budget or Budget(ARCHIVE_BATCHES * batch_size)
     if connection.vendor == "postgresql":
+        from . import postgresql
+
         return postgresql.archive(connection, now, batch_size, budget)
     if connection.vendor == "mysql":
+        from . import mysql
+
         return mysql.archive(connection, now, batch_size, budget)
     return 0
 
@@ -61,6 +77,8 @@ def reopen(job_ids: Sequence[int]) -> None:
     as the UPDATE of their status runs (``postgresql.REOPEN_FUNCTION``)."""
     connection = connections[database_alias()]
     if connection.vendor == "mysql":
+        from . import mysql
+
         mysql.reopen(connection, job_ids)
 
 
