@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import EmptyResultSet
@@ -220,9 +219,28 @@ _LAZY = {name: topic for topic, names in _TOPICS.items() for name in names.split
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    topic = _LAZY.get(name)
+    if topic == "control":
+        from . import control
+
+        return getattr(control, name)
+    if topic == "counts":
+        from . import counts
+
+        return getattr(counts, name)
+    if topic == "cron_schedules":
+        from . import cron_schedules
+
+        return getattr(cron_schedules, name)
+    if topic == "stranded":
+        from . import stranded
+
+        return getattr(stranded, name)
+    if topic == "workflows":
+        from . import workflows
+
+        return getattr(workflows, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- counts -------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
@@ -46,9 +45,17 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """``archive.mysql`` and ``archive.postgresql``, loaded when first used: a process
     loads only those it uses (the claim and the dedupe read a constant of ``mysql``)."""
-    if name not in ("mysql", "postgresql"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return import_module(f".{name}", __name__)
+    # Imported by name, not "from . import mysql", whose check for the attribute would
+    # call this function again.
+    if name == "mysql":
+        import django_cronqueue.history.archive.mysql
+
+        return django_cronqueue.history.archive.mysql
+    if name == "postgresql":
+        import django_cronqueue.history.archive.postgresql
+
+        return django_cronqueue.history.archive.postgresql
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def archive(
