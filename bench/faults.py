@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.reliability.fault_history import explain, return_delays  # noqa: E402
+from tests.reliability.fault_history import GRACE, explain, return_delays  # noqa: E402
 from tests.reliability.faults import POOLS, FaultPlan, run_faults, summary  # noqa: E402
 
 
@@ -52,6 +52,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=4, help="slots per worker")
     parser.add_argument("--lease", type=float, default=6.0, help="CRONQUEUE['LEASE']")
+    parser.add_argument("--grace", type=float, default=GRACE,
+                        help="seconds a busy machine may add to a return")  # fmt: skip
     parser.add_argument("--pgbouncer", action="store_true", help="through PgBouncer")
     parser.add_argument("--no-restarts", action="store_true", help="never restart the server")
     parser.add_argument("--logs", type=Path, help="a folder for the workers' logs")
@@ -64,6 +66,7 @@ def main() -> int:
         workers=options.workers,
         concurrency=options.concurrency,
         lease=options.lease,
+        grace=options.grace,
         pgbouncer=options.pgbouncer,
         restarts=not options.no_restarts,
         folder=options.logs,

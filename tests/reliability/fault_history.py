@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-GRACE = 12.0  # seconds a loaded machine may add to a claim that is due
+GRACE = 12.0  # seconds a loaded machine may add to a claim that is due (the default)
 TOLERANCE = 0.05  # the database's and Python's reading of the same clock
 RESUME_MARGIN = 2.0  # seconds a resumed worker may take to kill a child whose lease it lost
 
@@ -119,6 +119,7 @@ class History:
     dead_threads: list[str] = field(default_factory=list)  # "Exception in thread" in a log
     # process-pool children their worker killed as it found their job's lease run out (logged)
     lease_kills: set[int] = field(default_factory=set)
+    grace: float = GRACE  # what the machine may add to a claim that is due (``--grace``)
 
     def runs_by_job(self) -> dict[int, list[Run]]:
         grouped: dict[int, list[Run]] = defaultdict(list)
@@ -369,12 +370,11 @@ RECONNECT_BACKOFF = 3.5  # a worker's retries after an outage: 0.5 + 1 + 2 secon
 def claim_due(lease_until: float, history: History) -> float:
     """When a job whose lease ends at ``lease_until`` must have been claimed again: one
     poll interval later, and later by each database fault in that time."""
-    due = lease_until + history.poll_interval + GRACE
+    wait = history.poll_interval + history.grace
+    due = lease_until + wait
     for fault in sorted(history.faults, key=lambda fault: fault.at):
         if fault.kind in DATABASE_FAULTS and lease_until - RECONNECT_BACKOFF <= fault.at <= due:
-            due = max(
-                due, (fault.until or fault.at) + RECONNECT_BACKOFF + history.poll_interval + GRACE
-            )
+            due = max(due, (fault.until or fault.at) + RECONNECT_BACKOFF + wait)
     return due
 
 

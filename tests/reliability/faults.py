@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .fault_history import Fault, Held, History, JobRow, Refusal, Run, Violation, check
+from .fault_history import GRACE, Fault, Held, History, JobRow, Refusal, Run, Violation, check
 
 DATABASE = "cronqueue_faults"
 WORKER_SETTINGS = "tests.reliability.worker_settings"
@@ -54,6 +54,7 @@ class FaultPlan:
     concurrency: int = 4
     lease: float = 6.0
     poll_interval: float = 0.5
+    grace: float = GRACE  # what the machine may add to a claim that is due (invariant 5)
     pgbouncer: bool = False
     restarts: bool = True  # restart the server (the run's own cluster) among the faults
     drain_timeout: float = 240.0
@@ -624,6 +625,7 @@ def read_history(
         origin=origin,
         lease=plan.lease,
         poll_interval=plan.poll_interval,
+        grace=plan.grace,
         jobs=[JobRow(*row) for row in rows],
         runs=runs,
         faults=faults,
