@@ -129,6 +129,9 @@ def parse_args() -> argparse.Namespace:
     compare.add_argument("--startup", action="store_true",
                          help="time runjobs --burst (nothing due, then one job due: "
                          "start to first job) and manage.py check")  # fmt: skip
+    compare.add_argument("--byte-compiled", action="store_true",
+                         help="compile both sides' modules to .pyc first, as pip does at "
+                         "install (default: as this machine runs them)")  # fmt: skip
     return parser.parse_args()
 
 
@@ -185,7 +188,7 @@ def main() -> int:
         return compare.run(
             ctx, tuple(args.compare), rounds=args.rounds,
             drain_keys=[k.strip() for k in args.drains.split(",") if k.strip()],
-            ceiling=args.ceiling, startup=args.startup,
+            ceiling=args.ceiling, startup=args.startup, byte_compiled=args.byte_compiled,
         )  # fmt: skip
 
     skipped: dict[str, str] = {}

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 
-from .conf import KNOWN_KEYS, is_module_list, user_settings
+from .conf import KNOWN_KEYS, is_module_list, is_priority_aging, user_settings
 from .values.validation import MAX_QUEUE_LENGTH, is_finite_number, is_int, is_queue_name
 
 CHECK_ID = "django_cronqueue.{}"
@@ -76,6 +76,11 @@ RULES: dict[str, tuple[str, Callable[[Any], bool], str]] = {
         "E046",
         lambda v: v is None or (_is_int(v) and v >= 1),
         "an integer >= 1, or None to never warn",
+    ),
+    "PRIORITY_AGING": (
+        "E048",
+        lambda v: v is None or is_priority_aging(v),
+        'a dict {"AFTER": seconds >= 0, "EVERY": seconds > 0}, or None for no aging',
     ),
     "PREPARED_STATEMENTS": (
         "E047",

@@ -7,6 +7,7 @@ Read it with :func:`get_settings`; the result is cached and dropped whenever
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,9 @@ class CronQueueSettings:
     # open this many seconds, or the job table holds this many dead rows (None: never).
     WARN_TRANSACTION_AGE: float | None = 300
     WARN_DEAD_TUPLES: int | None = 1_000_000
+    # {"AFTER": s, "EVERY": s}: a due pending job ranks one priority higher for every EVERY
+    # seconds it has waited beyond AFTER past its run_at (claiming.aging). None: off.
+    PRIORITY_AGING: dict[str, float] | None = None
 
 
 DEFAULTS = CronQueueSettings()
@@ -90,6 +94,30 @@ def discover_modules() -> tuple[str, ...]:
     """``DISCOVER``, or the default when it is not a list of module names (E022 says so)."""
     value = get_settings().DISCOVER
     return tuple(value) if is_module_list(value) else DEFAULTS.DISCOVER
+
+
+def is_priority_aging(value: Any) -> bool:
+    """``{"AFTER": seconds >= 0, "EVERY": seconds > 0}``, nothing else."""
+    return (
+        isinstance(value, dict)
+        and set(value) == {"AFTER", "EVERY"}
+        and all(_is_seconds(value[key]) for key in value)
+        and value["AFTER"] >= 0
+        and value["EVERY"] > 0
+    )
+
+
+def _is_seconds(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def priority_aging() -> tuple[float, float] | None:
+    """(AFTER, EVERY) in seconds when ``PRIORITY_AGING`` is on and valid, else None (a bad
+    value is refused by system check E048, and ages nothing)."""
+    aging = get_settings().PRIORITY_AGING
+    if aging is None or not is_priority_aging(aging):
+        return None
+    return float(aging["AFTER"]), float(aging["EVERY"])
 
 
 def database_alias() -> str:

@@ -72,6 +72,7 @@ __all__ = [
     "job",
     "pause",
     "resume",
+    "set_weight",
     "tick",
 ]
 
@@ -231,6 +232,14 @@ def resume(queue: str | None = None, name: str | JobDefinition | None = None) ->
     from .operations.pauses import resume as _resume
 
     return _resume(queue=queue, name=name)
+
+
+def set_weight(queue: str, key: str, weight: int | None) -> None:
+    """Give the fair key ``key`` of ``queue`` ``weight`` turns to another key's 1 (1 to
+    1000; None: back to 1); see ``django_cronqueue.operations.fair_shares``."""
+    from .operations.fair_shares import set_weight as _set_weight
+
+    _set_weight(queue, key, weight)
 
 
 def chain(*signatures: Signature) -> Chain:

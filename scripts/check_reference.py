@@ -61,6 +61,7 @@ def documented_callables() -> dict[str, Callable[..., Any]]:
         "acancel",
         "pause",
         "resume",
+        "set_weight",
         "chain",
         "group",
     ):

@@ -200,6 +200,7 @@ def run(
     drain_keys: list[str],
     ceiling: bool,
     startup: bool,
+    byte_compiled: bool = False,
 ) -> int:
     from projects.cronqueue.driver import system as cronqueue_system
 
@@ -213,10 +214,14 @@ def run(
         )
     if ceiling:
         db.recreate("postgres", measure.CEILING_DB)
+    if byte_compiled:  # a process then reads each module's .pyc instead of compiling it
+        for side in sides:
+            code = side.code_dir / "django_cronqueue"
+            subprocess.run([ctx.python, "-m", "compileall", "-q", str(code)], check=True)
     print(
         f"bench: comparing {sides[0].title} and {sides[1].title}; {rounds} round(s) of "
         f"{', '.join(drain_keys)}" + (", the pgbench ceiling" if ceiling else "")
-        + (", start-up" if startup else ""),
+        + (", start-up" if startup else "") + (", byte-compiled" if byte_compiled else ""),
         flush=True,
     )  # fmt: skip
     figures: dict[str, dict[str, list[float]]] = {side.label: {} for side in sides}
@@ -250,6 +255,10 @@ def run(
         from . import procs
 
         procs.stop_all()
+        if byte_compiled:  # the next run measures what it is asked to, not these .pyc
+            for side in sides:
+                for cache in (side.code_dir / "django_cronqueue").rglob("__pycache__"):
+                    shutil.rmtree(cache, ignore_errors=True)
     text = table(sides, figures, ceilings)
     print()
     print(text)

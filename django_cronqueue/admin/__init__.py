@@ -14,8 +14,9 @@ module of the package imports it.
 
 from django.contrib import admin
 
-from ..models import Batch, CronSchedule, Job, Pause
+from ..models import Batch, CronSchedule, FairShare, Job, Pause
 from .batches import BatchAdmin
+from .fair_shares import FairShareAdmin
 from .jobs import JobAdmin
 from .pauses import PauseAdmin
 from .schedules import CronScheduleAdmin
@@ -24,5 +25,6 @@ admin.site.register(Job, JobAdmin)
 admin.site.register(CronSchedule, CronScheduleAdmin)
 admin.site.register(Pause, PauseAdmin)
 admin.site.register(Batch, BatchAdmin)
+admin.site.register(FairShare, FairShareAdmin)
 
-__all__ = ["BatchAdmin", "CronScheduleAdmin", "JobAdmin", "PauseAdmin"]
+__all__ = ["BatchAdmin", "CronScheduleAdmin", "FairShareAdmin", "JobAdmin", "PauseAdmin"]

@@ -8,9 +8,12 @@ status, the queue under the name, a cron occurrence under the run time.
 from __future__ import annotations
 
 from django.contrib import admin
+from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import observe
+from ..claiming.aging import effective_priority
+from ..conf import priority_aging
 from ..definitions.registry import registry
 from ..models import Job, JobStatus
 from .filters import ERROR_CHARS
@@ -23,6 +26,16 @@ from .renderers import (
     warning_badge,
 )
 from .workflows import status_with_blocked
+
+
+def aged_priority(job: Job) -> int | None:
+    """The priority a due pending job ranks as under PRIORITY_AGING, when it differs from
+    the stored one (``claiming.aging``); None otherwise."""
+    aging = priority_aging()
+    if aging is None or job.status != JobStatus.PENDING or job.blocked:
+        return None
+    aged = effective_priority(job.priority, job.run_at, timezone.now(), aging)
+    return aged if aged != job.priority else None
 
 
 class JobColumns:
@@ -57,9 +70,23 @@ class JobColumns:
 
     @admin.display(description="name, queue")
     def name_column(self, job: Job) -> str:
+        aged = aged_priority(job)
         return format_html(
-            '{}<div class="cq-quiet">queue {}</div>', self.name_display(job), job.queue
+            '{}<div class="cq-quiet">queue {}{}{}</div>',
+            self.name_display(job),
+            job.queue,
+            format_html(", key {}", job.fair_key) if job.fair_key else "",
+            format_html(", priority {} ranks as {}", job.priority, aged) if aged else "",
         )
+
+    @admin.display(description="priority")
+    def priority_display(self, job: Job) -> str:
+        """The stored priority, and for a waiting job that PRIORITY_AGING has aged the
+        priority it ranks as now."""
+        aged = aged_priority(job)
+        if aged is None:
+            return str(job.priority)
+        return f"{job.priority} (waiting: ranks as {aged})"
 
     @admin.display(description="name")
     def name_display(self, job: Job) -> str:

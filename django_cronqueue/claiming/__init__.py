@@ -16,7 +16,7 @@ May import ``history``, ``models``, ``definitions``, ``db``, ``values`` and ``co
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import import_module
 from types import ModuleType
@@ -28,6 +28,7 @@ from django.utils import timezone
 from ..conf import database_alias, get_settings
 from ..definitions.registry import registry
 from . import base
+from .aging import effective_priority
 from .base import TABLE, ClaimedJob, ClaimFloor, ClaimRequest, FlowLimit
 from .request import claim_request, is_capped
 
@@ -79,17 +80,74 @@ def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
     # a steady flow of uncapped jobs cannot starve them; their limits keep them from
     # starving the rest.
     if request.capped:
-        jobs += backend.claim(connection, replace(request, names=[], limited={}, after=None))
+        capped = replace(request, names=[], limited={}, after=None, fair_queues=())
+        jobs += backend.claim(connection, capped)
     remaining = request.limit - len(jobs)
     if remaining > 0 and request.limited:
-        jobs += backend.claim_limited(
-            connection, replace(request, names=[], capped={}, limit=remaining, after=None)
-        )
-    remaining = request.limit - len(jobs)
-    if remaining > 0 and request.names:
-        jobs += backend.claim(connection, replace(request, capped={}, limited={}, limit=remaining))
-    jobs.sort(key=ClaimedJob.order_key)
+        limited = replace(request, names=[], capped={}, limit=remaining, after=None, fair_queues=())
+        jobs += backend.claim_limited(connection, limited)
+    for step in _uncapped_steps(request):
+        remaining = request.limit - len(jobs)
+        if remaining > 0 and request.names:
+            uncapped = replace(request, capped={}, limited={}, limit=remaining)
+            jobs += step(connection, backend, uncapped)
+    jobs.sort(key=_claim_order(request))
     return _with_lease(jobs, request)
+
+
+def _claim_order(request: ClaimRequest) -> Callable[[ClaimedJob], tuple[int, dt.datetime, int]]:
+    """The order a claim's jobs run in: priority (aged, with PRIORITY_AGING), run_at, id."""
+    aging = request.aging
+    if aging is None:
+        return ClaimedJob.order_key
+    return lambda job: (
+        -effective_priority(job.priority, job.run_at, request.now, aging),
+        job.run_at,
+        job.id,
+    )
+
+
+Step = Callable[[BaseDatabaseWrapper, ModuleType, ClaimRequest], list[ClaimedJob]]
+
+
+def _uncapped_steps(request: ClaimRequest) -> tuple[Step, ...]:
+    """The plain claim, and with fair queues their turns (``fair``) too: which of the two
+    comes first is drawn per claim (from its random token), so that a backlog on either
+    side holds up the other for at most half of the claims."""
+    if not request.fair_queues:
+        return PLAIN_STEP
+    if request.queues and set(request.queues) <= set(request.fair_queues):
+        return FAIR_STEP
+    return FAIR_THEN_PLAIN if int(request.token[-1], 16) % 2 else PLAIN_THEN_FAIR
+
+
+def _plain_step(
+    connection: BaseDatabaseWrapper, backend: ModuleType, request: ClaimRequest
+) -> list[ClaimedJob]:
+    step = backend.claim_aged if request.aging else backend.claim
+    result: list[ClaimedJob] = step(connection, request)
+    return result
+
+
+def _fair_step(
+    connection: BaseDatabaseWrapper, backend: ModuleType, request: ClaimRequest
+) -> list[ClaimedJob]:
+    jobs: list[ClaimedJob] = []
+    queues = list(request.fair_queues)
+    first = int(request.token[-2:], 16) % len(queues)  # no fair queue always goes first
+    for queue in queues[first:] + queues[:first]:
+        wanted = request.limit - len(jobs)
+        if wanted > 0:
+            jobs += backend.claim_fair(
+                connection, replace(request, limit=wanted, fair_queues=()), queue
+            )
+    return jobs
+
+
+PLAIN_STEP: tuple[Step, ...] = (_plain_step,)
+FAIR_STEP: tuple[Step, ...] = (_fair_step,)
+FAIR_THEN_PLAIN: tuple[Step, ...] = (_fair_step, _plain_step)
+PLAIN_THEN_FAIR: tuple[Step, ...] = (_plain_step, _fair_step)
 
 
 def _with_lease(jobs: list[ClaimedJob], request: ClaimRequest) -> list[ClaimedJob]:
@@ -104,9 +162,12 @@ def claim_due(
     queues: Sequence[str] | None,
     limit: int,
     worker_id: str,
+    fair_queues: Sequence[str] = (),
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` jobs due by ``now`` among the names this process defines."""
-    request = claim_request(now, queues=queues, limit=limit, worker_id=worker_id)
+    request = claim_request(
+        now, queues=queues, limit=limit, worker_id=worker_id, fair_queues=fair_queues
+    )
     return claim(request, using=database_alias())
 
 
@@ -123,7 +184,11 @@ def complete_and_claim(
     connection = connections[using]
     backend = _backend(connection)
     one_statement = (
-        hasattr(backend, "complete_and_claim") and not request.capped and not request.limited
+        hasattr(backend, "complete_and_claim")
+        and not request.capped
+        and not request.limited
+        and not request.fair_queues
+        and not request.aging
     )
     if succeeded and one_statement and request.names and request.limit > 0:
         jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)

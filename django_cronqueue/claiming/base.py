@@ -64,6 +64,12 @@ class ClaimRequest:
     limited: Mapping[str, FlowLimit] = field(default_factory=dict)
     # The uncapped names' rows only after this one (None: from the head of the order).
     after: ClaimFloor | None = None
+    # Queues whose keys take turns (``claiming.fair``): the uncapped names' rows there
+    # are claimed in turns, and left out of the plain claim.
+    fair_queues: Sequence[str] = ()
+    # PRIORITY_AGING's (AFTER, EVERY) in seconds: the uncapped names' claim ranks rows by
+    # their aged priority (``claiming.aging``). None: by priority.
+    aging: tuple[float, float] | None = None
 
 
 @dataclass
@@ -152,6 +158,9 @@ def due_filter(
     if request.after is not None:
         sql += AFTER_FLOOR
         params.extend([request.after.priority, request.after.run_at, request.after.id])
+    if request.fair_queues:
+        sql += f" AND queue NOT IN ({placeholders(request.fair_queues)})"
+        params.extend(request.fair_queues)
     if pauses:
         sql += NOT_PAUSED
         params.extend([request.now, request.now])
@@ -201,7 +210,12 @@ def limit_clause(request: ClaimRequest) -> str:
     """``LIMIT n`` as a literal: a prepared claim whose LIMIT is a parameter never gets
     a generic plan on PostgreSQL (the planner cannot cost it), so it is planned every
     time. A slot asks for a handful of sizes (1, 2, 4, 8, PREFETCH), one statement each."""
-    return f"LIMIT {int(request.limit)}"
+    return limit_of(request.limit)
+
+
+def limit_of(count: int) -> str:
+    """``LIMIT n``, an int() of ``count`` as a literal."""
+    return f"LIMIT {int(count)}"
 
 
 # A claimed row that succeeded (the batched form: no result to store).

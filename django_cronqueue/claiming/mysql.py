@@ -7,7 +7,10 @@
 # or rate_limit take the flow claim (claiming.flow); their FlowLock rows are locked by one
 # INSERT ... ON DUPLICATE KEY UPDATE, which takes an exclusive lock on an existing row
 # (a plain INSERT IGNORE would take a shared one, and two claimers upgrading their shared
-# locks deadlock).
+# locks deadlock). A fair queue's claim (claiming.fair) reads each key's candidates without
+# a lock and then locks the rows it claims by primary key, SKIP LOCKED: InnoDB's SKIP LOCKED
+# waits on the claim index's entries of rows another claim has just changed, and a claim
+# that waited while holding its earlier keys' rows could deadlock with another.
 """Claiming on MySQL and MariaDB."""
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import flow
+from . import aging, fair, flow
 from .base import ClaimedJob, ClaimRequest, claim_two_step, read_committed_transaction
 from .flow import FLOW_TABLE
 
@@ -31,6 +34,18 @@ def claim(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[Claime
 def claim_limited(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
     with read_committed_transaction(connection):
         return flow.claim_limited(connection, request, row_lock=ROW_LOCK, lock_keys=lock_keys)
+
+
+def claim_aged(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
+    with read_committed_transaction(connection):
+        return aging.claim_aged(connection, request, row_lock=ROW_LOCK)
+
+
+def claim_fair(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, queue: str
+) -> list[ClaimedJob]:
+    with read_committed_transaction(connection):
+        return fair.claim_fair(connection, request, queue, row_lock=ROW_LOCK, lock_by_id=True)
 
 
 def lock_keys(cursor: Any, keys: list[flow.Key]) -> None:

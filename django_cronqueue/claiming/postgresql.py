@@ -7,7 +7,9 @@
 # for "these are done, give me more". Names with limit_by or rate_limit take the flow
 # claim (claiming.flow): their FlowLock rows are locked by one INSERT ... ON CONFLICT DO
 # UPDATE ... WHERE FALSE (which locks an existing row without writing it), and the
-# claim's writes are one statement of three data-modifying CTEs.
+# claim's writes are one statement of three data-modifying CTEs. A fair queue's claim
+# (claiming.fair) reads its keys' turns, takes each key's rows FOR UPDATE SKIP LOCKED and
+# locks the key rows it writes with SKIP LOCKED too: it never waits.
 """Claiming on PostgreSQL."""
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..db.cursors import fast_cursor
 from ..models import JobStatus
 from ..models.statuses import STATUS_EXPRESSION
-from . import flow
+from . import aging, fair, flow
 from .base import (
     ORDER,
     PLAIN_SUCCESS,
@@ -58,6 +60,18 @@ def claim_limited(connection: BaseDatabaseWrapper, request: ClaimRequest) -> lis
         return flow.claim_limited(
             connection, request, row_lock=ROW_LOCK, lock_keys=lock_keys, write=write_plan
         )
+
+
+def claim_aged(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
+    with read_committed_transaction(connection):
+        return aging.claim_aged(connection, request, row_lock=ROW_LOCK)
+
+
+def claim_fair(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, queue: str
+) -> list[ClaimedJob]:
+    with read_committed_transaction(connection):
+        return fair.claim_fair(connection, request, queue, row_lock=ROW_LOCK)
 
 
 LOCK_KEYS = (

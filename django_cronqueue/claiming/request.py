@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 
-from ..conf import get_settings
+from ..conf import get_settings, priority_aging
 from ..definitions.registry import JobDefinition, registry
 from .base import ClaimFloor, ClaimRequest, FlowLimit
 
@@ -21,16 +21,21 @@ def claim_request(
     lease_until: dt.datetime | None = None,
     include_capped: bool = True,
     after: ClaimFloor | None = None,
+    fair_queues: Sequence[str] = (),
 ) -> ClaimRequest:
     """A claim of up to ``limit`` due jobs among the names this process defines (a
     worker claims only what its own code can run), under a fresh lease token. Names with
     a ``concurrency=`` cap, a ``limit_by`` or a ``rate_limit`` are left out when
     ``include_capped`` is False. ``after``: the uncapped names' rows only after this
-    floor (``claiming.floor``)."""
+    floor (``claiming.floor``). ``fair_queues``: queues whose keys take turns
+    (``claiming.fair.known_fair_queues``), besides those of the jobs with ``fair_by``."""
     uncapped: list[str] = []
     capped: dict[str, int] = {}
     limited: dict[str, FlowLimit] = {}
+    fair = set(fair_queues)
     for definition in registry:
+        if definition.fair_by is not None:
+            fair.add(definition.effective_queue)
         if definition.has_flow_limits:
             if include_capped:
                 limited[definition.name] = flow_limit(definition)
@@ -49,6 +54,8 @@ def claim_request(
         queues=list(queues) if queues else None,
         limited=limited,
         after=after,
+        fair_queues=sorted(q for q in fair if not queues or q in queues) if fair else (),
+        aging=priority_aging(),
     )
 
 

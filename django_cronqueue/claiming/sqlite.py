@@ -3,7 +3,9 @@
 # itself; with capped names it is a BEGIN IMMEDIATE transaction, which takes the write
 # lock before reading, so counting the running rows and claiming cannot interleave. The
 # same holds for names with limit_by or rate_limit (claiming.flow): no FlowLock row needs
-# locking, only the saturated keys' blocked_until is written.
+# locking, only the saturated keys' blocked_until is written. A fair queue's claim
+# (claiming.fair) and the claim ranked by aged priority (claiming.aging) run in a BEGIN
+# IMMEDIATE transaction as well.
 """Claiming on SQLite (3.35 or newer, for RETURNING)."""
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from contextlib import contextmanager
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import flow
+from . import aging, fair, flow
 from .base import ClaimedJob, ClaimRequest, claim_returning, claim_two_step
 
 
@@ -28,6 +30,18 @@ def claim(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[Claime
 def claim_limited(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
     with immediate_transaction(connection):
         return flow.claim_limited(connection, request, row_lock="", lock_keys=None)
+
+
+def claim_aged(connection: BaseDatabaseWrapper, request: ClaimRequest) -> list[ClaimedJob]:
+    with immediate_transaction(connection):
+        return aging.claim_aged(connection, request, row_lock="")
+
+
+def claim_fair(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, queue: str
+) -> list[ClaimedJob]:
+    with immediate_transaction(connection):
+        return fair.claim_fair(connection, request, queue, row_lock="")
 
 
 @contextmanager

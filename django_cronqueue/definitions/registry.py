@@ -66,6 +66,9 @@ class JobDefinition:
     # Flow control: concurrency and rate_limit apply per limit key (computed from the
     # payload at enqueue) when limit_by is set, else to the name as a whole.
     limit_by: LimitBy | None = None
+    # Fair shares: a payload key, or a callable payload -> fair key. The queue's keys
+    # take turns at its claims (``claiming.fair``).
+    fair_by: LimitBy | None = None
     rate_limit: RateLimit | None = None
     # Which exceptions a handler raises are retried: only ``retry_on`` ones when it is
     # set (None: every one), never ``discard_on`` ones nor ``jobs.Discard``.
@@ -174,6 +177,10 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self._definitions
 
+    def fair_queues(self) -> set[str]:
+        """The queues of the jobs defined with ``fair_by``: their keys take turns."""
+        return {d.effective_queue for d in self._definitions.values() if d.fair_by is not None}
+
     def cron_definitions(self) -> dict[str, JobDefinition]:
         """The ``@jobs.cron`` schedules, by name."""
         return {name: d for name, d in self._definitions.items() if d.cron is not None}
@@ -279,6 +286,7 @@ def define(
     concurrency: int | None = None,
     limit_by: Any = None,
     rate_limit: Any = None,
+    fair_by: Any = None,
     cron: CronSpec | None = None,
     kind: type[JobDefinition] = JobDefinition,
     dedupe_for: dt.timedelta | None = None,
@@ -317,6 +325,7 @@ def define(
     retried = None if retry_on is None else exception_classes(name, "retry_on", retry_on)
     discarded = () if discard_on is None else exception_classes(name, "discard_on", discard_on)
     _check_limit_by(name, function, limit_by, concurrency=concurrency, rate_limit=rate_limit)
+    _check_payload_key_option(name, function, "fair_by", fair_by)
     definition = kind(
         name=name,
         func=function,
@@ -330,6 +339,7 @@ def define(
         cron=cron,
         dedupe_for=dedupe_for,
         limit_by=limit_by,
+        fair_by=fair_by,
         rate_limit=parsed_rate,
         retry_on=retried,
         discard_on=discarded,
@@ -365,46 +375,55 @@ def _check_limit_by(
 ) -> None:
     """``limit_by``: a payload key that names an argument of the handler, or a callable
     taking the payload; only with ``concurrency`` or ``rate_limit``, which it divides."""
+    if limit_by is not None and concurrency is None and rate_limit is None:
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option limit_by= ({limit_by!r}) needs concurrency= or "
+            "rate_limit=: it says what they apply to (each distinct value), and alone it "
+            "limits nothing."
+        )
+    _check_payload_key_option(name, function, "limit_by", limit_by)
+
+
+def _check_payload_key_option(
+    name: str, function: Callable[..., Any], option: str, value: Any
+) -> None:
+    """``limit_by`` or ``fair_by``: None, a payload key that names an argument of the
+    handler, or a callable taking the payload."""
 
     def fail(problem: str) -> None:
-        raise ImproperlyConfigured(f"Job {name!r}: option limit_by= {problem}.")
+        raise ImproperlyConfigured(f"Job {name!r}: option {option}= {problem}.")
 
-    if limit_by is None:
+    if value is None:
         return
-    if concurrency is None and rate_limit is None:
-        fail(
-            f"({limit_by!r}) needs concurrency= or rate_limit=: it says what they apply to "
-            "(each distinct value), and alone it limits nothing"
-        )
-    if isinstance(limit_by, str):
-        if not limit_by or "\x00" in limit_by:
-            fail(f"must be a payload key (an argument of the handler), got {limit_by!r}")
+    if isinstance(value, str):
+        if not value or "\x00" in value:
+            fail(f"must be a payload key (an argument of the handler), got {value!r}")
         parameters = inspect.signature(function).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-        parameter = parameters.get(limit_by)
+        parameter = parameters.get(value)
         keyword = parameter is not None and parameter.kind in (
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
             inspect.Parameter.KEYWORD_ONLY,
         )
         if not keyword and not (parameter is None and takes_any):
             fail(
-                f"names {limit_by!r}, which is not a keyword argument of "
+                f"names {value!r}, which is not a keyword argument of "
                 f"{function.__module__}.{function.__qualname__}{inspect.signature(function)}"
             )
         return
-    if not callable(limit_by):
+    if not callable(value):
         fail(
             "must be a payload key (a str) or a callable payload -> str, "
-            f"got {type(limit_by).__name__}: {limit_by!r}"
+            f"got {type(value).__name__}: {value!r}"
         )
     try:
-        signature = inspect.signature(limit_by)
+        signature = inspect.signature(value)
     except (TypeError, ValueError):  # a builtin without a signature: trust it
         return
     try:
         signature.bind({})
     except TypeError:
         fail(
-            f"is a callable that cannot be called with the payload alone: {limit_by!r}"
+            f"is a callable that cannot be called with the payload alone: {value!r}"
             f"{signature}; it must take one argument, the payload dict, and return a str"
         )

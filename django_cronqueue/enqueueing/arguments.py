@@ -203,35 +203,55 @@ def limit_key(definition: JobDefinition, payload: Mapping[str, Any]) -> str:
     value of that key (a string as it is, another JSON value as its compact JSON text) or
     what the ``limit_by`` callable returns. Raises InvalidPayload naming the job, the
     key and the value."""
-    limit_by = definition.limit_by
+    return _payload_key(definition, payload, "limit_by", definition.limit_by)
+
+
+def fair_key(definition: JobDefinition, payload: Mapping[str, Any], explicit: Any = None) -> str:
+    """The fair key of a checked payload: ``explicit`` (``using(fair_key=...)``) when
+    given, else as ``limit_key`` does with ``fair_by``; ``""`` without either."""
+    if explicit is None:
+        return _payload_key(definition, payload, "fair_by", definition.fair_by)
+    problem = key_problem(explicit)
+    if problem:
+        raise ValueError(
+            f"Job {definition.name!r}: fair_key= {short_repr(explicit)} {problem}; a fair key "
+            f"must be a non-empty string of at most {MAX_LIMIT_KEY_LENGTH} characters."
+        )
+    return str(explicit)
+
+
+def _payload_key(
+    definition: JobDefinition, payload: Mapping[str, Any], option: str, by: Any
+) -> str:
     name = definition.name
-    if limit_by is None:
+    kind = "limit" if option == "limit_by" else "fair"
+    if by is None:
         return ""
-    if isinstance(limit_by, str):
-        if limit_by not in payload:
+    if isinstance(by, str):
+        if by not in payload:
             raise InvalidPayload(
-                f"Job {name!r}: payload key {limit_by!r} is missing; the job is limited by it "
-                "(limit_by=), so every payload must have it."
+                f"Job {name!r}: payload key {by!r} is missing; the job has {option}={by!r}, "
+                "so every payload must have it."
             )
-        value = payload[limit_by]
+        value = payload[by]
         key = key_from_value(value)
-        source = f"payload key {limit_by!r} (limit_by=) holds {short_repr(value)}, whose limit key"
+        source = f"payload key {by!r} ({option}=) holds {short_repr(value)}, whose {kind} key"
     else:
         try:
-            key = limit_by(dict(payload))
+            key = by(dict(payload))
         except Exception as exc:
             raise InvalidPayload(
-                f"Job {name!r}: limit_by={_callable_name(limit_by)} raised "
+                f"Job {name!r}: {option}={_callable_name(by)} raised "
                 f"{type(exc).__name__}: {exc} for the payload {short_repr(dict(payload))}."
             ) from exc
-        source = f"limit_by={_callable_name(limit_by)} returned {short_repr(key)}, a limit key that"
+        source = f"{option}={_callable_name(by)} returned {short_repr(key)}, a {kind} key that"
     problem = key_problem(key)
     if problem:
         raise InvalidPayload(
-            f"Job {name!r}: {source} {problem}; a limit key must be a non-empty string of "
+            f"Job {name!r}: {source} {problem}; a {kind} key must be a non-empty string of "
             f"at most {MAX_LIMIT_KEY_LENGTH} characters."
         )
-    return key
+    return str(key)
 
 
 def _callable_name(function: Any) -> str:

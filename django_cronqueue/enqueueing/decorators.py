@@ -22,10 +22,10 @@ from ..definitions.backoff import BackoffFunction
 from ..definitions.option_hints import unknown_options
 from ..definitions.registry import JobDefinition, LimitBy, OnFailed, default_name, define
 from ..models import Job
-from .enqueue import enqueue, enqueue_many
-from .on_commit import enqueue_on_commit
 
-if TYPE_CHECKING:  # workflows (and the lifecycle behind them) load when first used
+# The writes (enqueue, on_commit, workflows) load when first used: importing a site's job
+# modules, as every process does at start, only defines.
+if TYPE_CHECKING:
     from .workflows import Signature
 
 
@@ -35,6 +35,8 @@ class JobHandle(JobDefinition):
     def enqueue(self, *args: Any, **kwargs: Any) -> Job:
         """Enqueue one run with these arguments: positional ones are bound to the
         handler's parameters and stored by name."""
+        from .enqueue import enqueue
+
         return enqueue(self, bind_arguments(self, args, kwargs))
 
     async def aenqueue(self, *args: Any, **kwargs: Any) -> Job:
@@ -45,6 +47,8 @@ class JobHandle(JobDefinition):
         """``enqueue``, checked now but written when the transaction on the ``default``
         database commits (at once outside one); a rollback drops it. For another of the
         site's databases: ``jobs.enqueue_on_commit(handle, payload, using=alias)``."""
+        from .on_commit import enqueue_on_commit
+
         enqueue_on_commit(self, bind_arguments(self, args, kwargs))
 
     def enqueue_many(
@@ -58,6 +62,8 @@ class JobHandle(JobDefinition):
     ) -> list[Job]:
         """``jobs.enqueue_many`` of this job: one run per payload (a mapping of keyword
         arguments), every payload checked before one INSERT per batch."""
+        from .enqueue import enqueue_many
+
         return enqueue_many(
             self, payloads, run_at=run_at, delay=delay, priority=priority, queue=queue
         )
@@ -95,7 +101,7 @@ class EnqueueOptions:
     """``handle.using(run_at=..., dedupe_key=...)``: options for the next enqueue."""
 
     ALLOWED = frozenset(
-        {"run_at", "delay", "dedupe_key", "dedupe_for", "priority", "queue", "after"}
+        {"run_at", "delay", "dedupe_key", "dedupe_for", "priority", "queue", "after", "fair_key"}
     )
 
     def __init__(self, definition: JobDefinition, options: dict[str, Any]) -> None:
@@ -112,6 +118,8 @@ class EnqueueOptions:
         payload = bind_arguments(self.definition, args, kwargs)
         if "after" in self.options:
             return self._enqueue_after(payload)
+        from .enqueue import enqueue
+
         return enqueue(self.definition, payload, **self.options)
 
     async def aenqueue(self, *args: Any, **kwargs: Any) -> Job:
@@ -122,6 +130,8 @@ class EnqueueOptions:
         the ``default`` database commits; a rollback drops it."""
         payload = bind_arguments(self.definition, args, kwargs)
         if "after" not in self.options:
+            from .on_commit import enqueue_on_commit
+
             enqueue_on_commit(self.definition, payload, **self.options)
             return
         from .workflows import check_enqueue_after, enqueue_after
@@ -167,6 +177,8 @@ class EnqueueOptions:
                 "enqueue_many() does not take a dedupe_key or dedupe_for: each job needs its "
                 "own key."
             )
+        from .enqueue import enqueue_many
+
         return enqueue_many(self.definition, payloads, **self.options)
 
 
@@ -224,6 +236,7 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    fair_by: LimitBy | None = None,
     retry_on: ExceptionOption | None = None,
     discard_on: ExceptionOption | None = None,
     soft_timeout: float | None = None,
@@ -244,6 +257,7 @@ def job(
     dedupe_for: dt.timedelta | None = None,
     limit_by: LimitBy | None = None,
     rate_limit: str | tuple[int, dt.timedelta] | None = None,
+    fair_by: LimitBy | None = None,
     retry_on: ExceptionOption | None = None,
     discard_on: ExceptionOption | None = None,
     soft_timeout: float | None = None,
@@ -271,6 +285,7 @@ def job(
             on_failed=on_failed,
             limit_by=limit_by,
             rate_limit=rate_limit,
+            fair_by=fair_by,
             kind=JobHandle,
             dedupe_for=dedupe_for,
             retry_on=retry_on,

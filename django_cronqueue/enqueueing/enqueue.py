@@ -15,6 +15,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from ..claiming.fair import note_enqueued
 from ..conf import database_alias, get_settings
 from ..db.cursors import fast_cursor
 from ..db.notify import NOTIFY_CHANNEL, due_soon, wake_workers
@@ -30,6 +31,7 @@ from .arguments import (
     limit_key,
     resolve_run_at,
 )
+from .arguments import fair_key as fair_key_of
 from .dedupe import (
     DEDUPE_ATTEMPTS,
     active_holder,
@@ -51,6 +53,7 @@ def enqueue(
     priority: int | None = None,
     queue: str | None = None,
     dedupe_for: dt.timedelta | None = None,
+    fair_key: str | None = None,
 ) -> Job:
     """Enqueue one run of ``job`` (a name or a handle) with ``payload`` as keyword arguments.
 
@@ -71,6 +74,7 @@ def enqueue(
         priority=priority,
         queue=queue,
         dedupe_for=dedupe_for,
+        fair_key=fair_key,
     )
     with producer_span(definition.name, row.queue) as producer:
         row.traceparent = producer.traceparent
@@ -96,6 +100,7 @@ def checked_row(
     priority: int | None = None,
     queue: str | None = None,
     dedupe_for: dt.timedelta | None = None,
+    fair_key: str | None = None,
 ) -> tuple[Job, dt.timedelta | None]:
     """Every check of ``enqueue``, nothing written: the unsaved row and the span of its
     dedupe key (None when the key holds only while its job is pending or running)."""
@@ -109,12 +114,37 @@ def checked_row(
         dedupe_key=dedupe_key,
         priority=priority,
         queue=queue,
+        fair_key=fair_key,
     )
     return row, span
 
 
 def _save_new(row: Job, using: str, now: dt.datetime, span: dt.timedelta | None) -> Job:
-    """Insert ``row``; with a dedupe key, the job holding that key instead, if any."""
+    """Insert ``row``; with a dedupe key, the job holding that key instead, if any. A row
+    with a fair key counts itself in its key's row, in the same transaction."""
+    if not row.fair_key:
+        return _insert_new(row, using, now, span)
+    with transaction.atomic(using=using):
+        saved = _insert_new(row, using, now, span)
+        if saved is row:
+            note_fair_keys(using, [row])
+    return saved
+
+
+def note_fair_keys(using: str, rows: Iterable[Job]) -> None:
+    """The fair keys of ``rows`` just inserted, in the caller's transaction: their key
+    rows exist, are not idle, and count the enqueue (``claiming.fair.note_enqueued``)."""
+    by_queue: dict[str, set[str]] = {}
+    for row in rows:
+        if row.fair_key:
+            by_queue.setdefault(row.queue, set()).add(row.fair_key)
+    if by_queue:
+        with connections[using].cursor() as cursor:
+            for queue in sorted(by_queue):
+                note_enqueued(cursor, queue, by_queue[queue])
+
+
+def _insert_new(row: Job, using: str, now: dt.datetime, span: dt.timedelta | None) -> Job:
     if span is not None:
         row.window_dedupe_key = row.dedupe_key
         row.dedupe_until = now + span
@@ -134,6 +164,7 @@ def enqueue_many(
     delay: dt.timedelta | float | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    fair_key: str | None = None,
 ) -> list[Job]:
     """Enqueue one run per payload, with one INSERT per batch of 1,000 rows.
 
@@ -148,12 +179,13 @@ def enqueue_many(
     if not checked:
         return []
     keys = [limit_key(definition, payload) for payload in checked]
+    fair_keys = [fair_key_of(definition, payload, fair_key) for payload in checked]
     using = database_alias()
     with (
         producer_span(definition.name, queue, count=len(checked)) as producer,
         transaction.atomic(using=using),
     ):
-        if connections[using].vendor == "postgresql":
+        if connections[using].vendor == "postgresql" and not any(fair_keys):
             created = _bulk_insert_postgresql(
                 using,
                 definition,
@@ -175,12 +207,14 @@ def enqueue_many(
                     max_attempts=definition.max_attempts,
                     run_at=when,
                     limit_key=key,
+                    fair_key=fair,
                     created_at=now,
                     traceparent=producer.traceparent,
                 )
-                for payload, key in zip(checked, keys, strict=True)
+                for payload, key, fair in zip(checked, keys, fair_keys, strict=True)
             ]
             created = Job.objects.using(using).bulk_create(rows, batch_size=BULK_BATCH_SIZE)
+            note_fair_keys(using, created)
         wake_workers(using, [when], now)
         producer.set_message_ids(row.pk for row in created)
     if get_settings().EAGER:  # tests: run them now (django_cronqueue.enqueueing.eager)
@@ -274,12 +308,13 @@ def _bulk_insert_postgresql(
 OCCURRENCES_INSERT = (
     f"INSERT INTO {Job._meta.db_table} (name, payload, status, queue, priority, attempts, "
     "max_attempts, run_at, scheduled_for, worker_id, last_error, traceback, limit_key, "
-    "schedule, created_at) "
+    "fair_key, schedule, created_at) "
     "SELECT t.name, t.payload, t.status, t.queue, t.priority, 0, t.max_attempts, t.run_at, "
-    "t.scheduled_for, '', '', '', t.limit_key, t.schedule, t.created_at "
+    "t.scheduled_for, '', '', '', t.limit_key, t.fair_key, t.schedule, t.created_at "
     "FROM jsonb_to_recordset(%s::jsonb) AS t(name text, payload jsonb, status text, "
     "queue text, priority int, max_attempts int, run_at timestamptz, "
-    "scheduled_for timestamptz, limit_key text, schedule text, created_at timestamptz) "
+    "scheduled_for timestamptz, limit_key text, fair_key text, schedule text, "
+    "created_at timestamptz) "
     "ON CONFLICT (name, scheduled_for, schedule) DO NOTHING "
     "RETURNING id, name, scheduled_for, schedule"
 )
@@ -297,6 +332,7 @@ def insert_occurrences(rows: list[dict[str, Any]], using: str) -> list[dict[str,
         created = Job.objects.using(using).bulk_create(
             [Job(**row) for row in missing], batch_size=BULK_BATCH_SIZE
         )
+        note_fair_keys(using, created)
         return [{**row, "id": job.pk} for row, job in zip(missing, created, strict=True)]
     inserted: list[dict[str, Any]] = []
     with connections[using].cursor() as cursor:
@@ -308,6 +344,7 @@ def insert_occurrences(rows: list[dict[str, Any]], using: str) -> list[dict[str,
                 pk = ids.get((row["name"], row["scheduled_for"], row["schedule"]))
                 if pk is not None:
                     inserted.append({**row, "id": pk})
+    note_fair_keys(using, [Job(queue=row["queue"], fair_key=row["fair_key"]) for row in inserted])
     return inserted
 
 
@@ -343,6 +380,7 @@ def _as_json(row: dict[str, Any]) -> dict[str, Any]:
         "run_at": row["run_at"].isoformat(),
         "scheduled_for": row["scheduled_for"].isoformat(),
         "limit_key": row["limit_key"],
+        "fair_key": row["fair_key"],
         "schedule": row["schedule"],
         "created_at": row["created_at"].isoformat(),
     }
@@ -391,6 +429,7 @@ def build_job(
     queue: str | None = None,
     scheduled_for: dt.datetime | None = None,
     payload_checked: bool = False,
+    fair_key: str | None = None,
 ) -> Job:
     """A checked, unsaved Job row (``payload_checked``: the caller checked the payload
     with ``check_payload`` already, as a schedule's target does once per tick)."""
@@ -405,6 +444,7 @@ def build_job(
             queue=queue,
             scheduled_for=scheduled_for,
             payload_checked=payload_checked,
+            fair_key=fair_key,
         )
     )
 
@@ -420,6 +460,7 @@ def job_columns(
     queue: str | None = None,
     scheduled_for: dt.datetime | None = None,
     payload_checked: bool = False,
+    fair_key: str | None = None,
 ) -> dict[str, Any]:
     """The checked columns of a new row, as ``build_job`` makes it (the others take
     their defaults): what the scheduler inserts without making a model instance."""
@@ -436,6 +477,7 @@ def job_columns(
         "dedupe_key": dedupe_key,
         "active_dedupe_key": dedupe_key,
         "limit_key": limit_key(definition, checked),
+        "fair_key": fair_key_of(definition, checked, fair_key),
         "created_at": now,
     }
 
@@ -450,7 +492,7 @@ ONE_STATEMENT_VENDORS = ("postgresql", "sqlite")
 INSERT_COLUMNS = (
     "name, payload, status, queue, priority, attempts, max_attempts, run_at, scheduled_for, "
     "dedupe_key, active_dedupe_key, worker_id, last_error, traceback, limit_key, created_at, "
-    "traceparent"
+    "traceparent, fair_key"
 )
 
 
@@ -460,7 +502,8 @@ def _insert_statement(vendor: str, wake: bool) -> str:
     returning = "id, pg_notify(%s, '')" if wake else "id"
     return (
         f"INSERT INTO {Job._meta.db_table} ({INSERT_COLUMNS}) VALUES "
-        f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s, %s, %s) "
+        f"(%s, {payload_placeholder}, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', '', %s, %s, %s, "
+        "%s) "
         f"ON CONFLICT (name, active_dedupe_key) DO NOTHING RETURNING {returning}"
     )
 
@@ -497,6 +540,7 @@ def _insert_one_statement(row: Job, using: str, *, wake: bool) -> Job:
         row.limit_key,
         to_db(row.created_at),
         row.traceparent,
+        row.fair_key,
     ]
     if wake:
         params.append(NOTIFY_CHANNEL)

@@ -38,6 +38,7 @@ def enqueue_on_commit(
     priority: int | None = None,
     queue: str | None = None,
     dedupe_for: dt.timedelta | None = None,
+    fair_key: str | None = None,
 ) -> None:
     """Check a run of ``job`` now and enqueue it when the transaction on the database
     ``using`` (the site's: ``default`` when None) commits; a rollback drops it.
@@ -52,6 +53,7 @@ def enqueue_on_commit(
         "priority": priority,
         "queue": queue,
         "dedupe_for": dedupe_for,
+        "fair_key": fair_key,
     }
     row, _ = checked_row(definition, payload, now=timezone.now(), **options)
     # What is checked now is what is written: later changes to ``payload`` are not seen.

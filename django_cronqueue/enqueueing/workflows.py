@@ -35,7 +35,7 @@ from ..lifecycle import mark_upstream_ended, upstream_ended_text
 from ..models import Batch, Job, JobDependency, JobStatus
 from .arguments import check_priority, check_queue, resolve_run_at
 from .eager import run_eagerly
-from .enqueue import build_job
+from .enqueue import build_job, note_fair_keys
 
 #: The options a signature takes (``handle.using(...).s(...)``): a workflow's jobs
 #: have no dedupe key, and their order comes from the workflow, not from ``after``.
@@ -87,6 +87,7 @@ def _build(
         run_at=resolve_run_at(definition, now, options.get("run_at"), options.get("delay")),
         priority=check_priority(definition, options.get("priority")),
         queue=check_queue(definition, options.get("queue")),
+        fair_key=options.get("fair_key"),
     )
 
 
@@ -172,6 +173,7 @@ class Group:
         with _traced([*members, *callbacks]), transaction.atomic(using=using):
             for row in callbacks:
                 row.save(using=using, force_insert=True)
+            note_fair_keys(using, callbacks)
             batch = Batch.objects.using(using).create(
                 size=len(members),
                 then_job=then_job,
@@ -251,6 +253,7 @@ def enqueue_after(
                 row.blocked = True
                 row.waiting_for = len(waiting)
             row.save(using=using, force_insert=True)
+            note_fair_keys(using, [row])
         if waiting and not ended:
             Job.objects.using(using).filter(pk__in=waiting).update(has_downstream=True)
             JobDependency.objects.using(using).bulk_create(
@@ -317,10 +320,13 @@ def _insert(rows: list[Job], using: str) -> list[Job]:
     """Save ``rows`` with their ids: one INSERT per 1,000 where the database returns the
     ids of a bulk insert, else one INSERT each (MySQL)."""
     if connections[using].features.can_return_rows_from_bulk_insert:
-        return Job.objects.using(using).bulk_create(rows, batch_size=1000)
-    for row in rows:
-        row.save(using=using, force_insert=True)
-    return rows
+        saved = Job.objects.using(using).bulk_create(rows, batch_size=1000)
+    else:
+        for row in rows:
+            row.save(using=using, force_insert=True)
+        saved = rows
+    note_fair_keys(using, saved)
+    return saved
 
 
 def _run_eagerly(rows: list[Job]) -> list[Job]:

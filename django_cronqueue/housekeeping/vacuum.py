@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import TYPE_CHECKING
 
 from django.db import connections
 
 from ..conf import database_alias
 from ..models import Job
-from ..observe.storage import StorageHealth
+
+if TYPE_CHECKING:  # the read model loads when a worker first reads the table's health
+    from ..observe.storage import StorageHealth
 
 EVERY = dt.timedelta(seconds=15)
 DEAD_ROWS = 50_000

@@ -33,6 +33,7 @@ from ..values.validation import (
     MAX_TRACEPARENT_LENGTH,
     MAX_ZONE_NAME_LENGTH,
 )
+from .fair_shares import TURN_NEVER, FairShare
 from .fields import ExactCharField
 from .finished_counts import FinishedCount, FinishedCountMark, FinishedDayCount
 from .statuses import FINISHED_STATUSES, JobStatus
@@ -40,10 +41,12 @@ from .statuses import FINISHED_STATUSES, JobStatus
 __all__ = [
     "FINISHED_STATUSES",
     "MAX_DEDUPE_KEY_LENGTH",
+    "TURN_NEVER",
     "Batch",
     "CronSchedule",
     "CronScheduleSource",
     "ExactCharField",
+    "FairShare",
     "FinishedCount",
     "FinishedCountMark",
     "FinishedDayCount",
@@ -118,6 +121,11 @@ class Job(models.Model):
     # Flow control: the limit_by value of the payload, computed at enqueue; "" for a
     # job without limit_by (its limits, if any, apply to the name as a whole).
     limit_key = ExactCharField(
+        max_length=MAX_LIMIT_KEY_LENGTH, blank=True, default="", db_default="", editable=False
+    )
+    # Fair shares: the fair_by value of the payload (or using(fair_key=...)), computed at
+    # enqueue; "" for a job without one. A queue's keys take turns at its claims.
+    fair_key = ExactCharField(
         max_length=MAX_LIMIT_KEY_LENGTH, blank=True, default="", db_default="", editable=False
     )
     # The dynamic schedule (CronSchedule.objects.create_dynamic) this row is an occurrence

@@ -17,7 +17,6 @@ from django.db.models import QuerySet
 from ..conf import database_alias
 from ..cron.spec import MISSED_AFTER, CronSpec
 from ..db.notify import wake_workers
-from ..enqueueing.enqueue import insert_occurrences, job_columns
 from ..models import CronSchedule, Job
 from .dynamic import Target
 
@@ -56,6 +55,8 @@ def row_columns(
     target: Target, now: dt.datetime, *, scheduled_for: dt.datetime | None
 ) -> dict[str, Any]:
     """The columns of ``build_row``'s row (the batch path inserts them as they are)."""
+    from ..enqueueing.enqueue import job_columns
+
     columns = job_columns(
         target.definition,
         target.payload,
@@ -130,6 +131,8 @@ def write_batch(
         won = _advance_locked(batch, now)
         if not won:
             return [], []
+        from ..enqueueing.enqueue import insert_occurrences
+
         created = insert_occurrences([row for p in won for row in p.rows], using)
         wake_workers(using, [row["run_at"] for row in created], now)
     return won, created

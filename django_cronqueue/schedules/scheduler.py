@@ -38,13 +38,10 @@ from ..conf import database_alias, get_settings
 from ..cron.spec import CronSpec
 from ..db.notify import wake_workers
 from ..definitions.registry import JobDefinition, registry
-from ..enqueueing.eager import run_eagerly
-from ..enqueueing.enqueue import enqueue
 from ..exceptions import UnknownJob
 from ..history import counting
 from ..integrations.tracing import producer_span
 from ..models import CronSchedule, CronScheduleSource, Job, JobStatus
-from ..observe.stranded import defined_names
 from .dynamic import Target, code_target, dynamic_target
 from .materialize import Occurrences, Planned, build_row, choose_occurrences, plan, write_batch
 
@@ -106,6 +103,8 @@ def _retire(undefined: list[CronSchedule], now: dt.datetime, by: str) -> set[str
     the names left active."""
     if not undefined:
         return set()
+    from ..observe.stranded import defined_names
+
     elsewhere = defined_names(now) or set()
     for row in undefined:
         if row.name in elsewhere:
@@ -438,6 +437,8 @@ def target_of(schedule: CronSchedule) -> Target:
 def run_now(schedule: CronSchedule) -> Job:
     """One manual run, due at once, with no ``scheduled_for``; the cursor is untouched."""
     target = target_of(schedule)
+    from ..enqueueing.enqueue import enqueue, note_fair_keys
+
     if not target.schedule:
         return enqueue(target.definition, {})
     now = timezone.now()
@@ -446,9 +447,12 @@ def run_now(schedule: CronSchedule) -> Job:
     with producer_span(row.name, row.queue) as producer, transaction.atomic(using=using):
         row.traceparent = producer.traceparent
         row.save(force_insert=True, using=using)
+        note_fair_keys(using, [row])
         wake_workers(using, [row.run_at], now)
         producer.set_message_ids([row.pk])
     if get_settings().EAGER:  # tests: run it now (django_cronqueue.enqueueing.eager)
+        from ..enqueueing.eager import run_eagerly
+
         return run_eagerly(row)
     return row
 

@@ -329,6 +329,7 @@ class Worker(Heartbeat):
             lease_until=now + self.lease,
             include_capped=include_capped,
             after=floor,
+            fair_queues=self.housekeeping.fair_queues,
         )
         # The slot's quick successes are written by the same statement (PostgreSQL).
         succeeded = recorder.take()
@@ -338,7 +339,12 @@ class Worker(Heartbeat):
             recorder.put_back(succeeded)
             raise
         recorder.announce(succeeded, written)
-        self.floors.advance(floor, jobs, time.monotonic() - requested)
+        in_order = jobs
+        if request.aging or request.fair_queues:  # the floor follows the plain order only
+            in_order = (
+                [] if request.aging else [j for j in jobs if j.queue not in request.fair_queues]
+            )
+        self.floors.advance(floor, in_order, time.monotonic() - requested)
         self._drop_held([call.job for call in succeeded])
         if include_capped and not any(is_capped(job.name) for job in jobs):
             self._skip_capped_until = time.monotonic() + self.poll_interval

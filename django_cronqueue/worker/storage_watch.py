@@ -14,12 +14,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from django.db import connections
 
 from ..claiming.floor import ClaimFloors
 from ..conf import database_alias, get_settings
-from ..observe.storage import StorageHealth, storage_health
+
+if TYPE_CHECKING:  # the read model loads at the first check, not before the first claim
+    from ..observe.storage import StorageHealth
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -71,6 +74,8 @@ class StorageWatch:
         if time.monotonic() < self.next_check:
             return
         self.next_check = time.monotonic() + self.interval
+        from ..observe.storage import storage_health
+
         health = storage_health()
         if health is None:
             return
@@ -101,6 +106,8 @@ class HoldWatch:
         self.next_check = time.monotonic() + HOLD_CHECK_EVERY
         if connections[database_alias()].vendor != "postgresql":
             return None
+        from ..observe.storage import storage_health
+
         health = storage_health()
         if health is None:
             return None

@@ -6,10 +6,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from typing import TYPE_CHECKING
 
-from .. import observe
 from ..conf import discover_modules
-from ..observe import StrandedName
+
+if TYPE_CHECKING:  # the read model loads at the first check, not before the first claim
+    from ..observe import StrandedName
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -43,7 +45,9 @@ class StrandedWatch:
         if time.monotonic() < self.next_check:
             return
         self.next_check = time.monotonic() + self.interval
-        for stranded in observe.stranded_names(now):
+        from ..observe import stranded_names
+
+        for stranded in stranded_names(now):
             if stranded.name not in self.warned:
                 self.warned.add(stranded.name)
                 logger.warning(

@@ -21,6 +21,9 @@ from django.utils import timezone
 
 from .. import lifecycle
 from ..claiming import ClaimedJob, claim_due
+from ..claiming.fair import known_fair_queues
+from ..conf import database_alias
+from ..definitions.registry import registry
 from ..history import archive, counting
 from ..housekeeping.maintenance import PruneClock, prune, recover_expired_leases
 from ..operations.pauses import delete_ended_pauses
@@ -131,22 +134,33 @@ class Housekeeping:
         self.count_clock = PruneClock(counting.COUNT_EVERY)
         self.archive_clock = PruneClock(archive.ARCHIVE_EVERY)
         self.held_recovery_clock = PruneClock(HELD_RECOVERY_EVERY)
+        self.fair_queues: tuple[str, ...] = ()  # those with key rows, read each pass
 
     def run(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
-        """Cron (unless ``materialize`` is False), expired leases, the counts of finished
-        rows (every minute), moving finished rows to history (PostgreSQL and MariaDB,
-        every ten seconds; while the worker is behind, little more than it finished, and
-        stopping as a backlog forms: ``ClaimTally``), pruning (hourly).
+        """A whole pass: ``make_due`` then ``chores``."""
+        self.make_due(now, materialize=materialize, held=held)
+        self.chores(now, held=held)
+
+    def make_due(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
+        """What a claim needs done first: due cron occurrences written (unless
+        ``materialize`` is False) and jobs whose lease expired returned.
 
         ``held``: a transaction is held open on the database (``storage_watch.HoldWatch``).
         Then the scan for expired leases, which walks an entry for every version of a row
-        that ran since it began, runs every ``HELD_RECOVERY_EVERY`` only, and no finished
-        row moves to history: the move would leave two more row versions per job that no
-        vacuum may remove until it ends, and walk the dead ones of the rows moved before."""
+        that ran since it began, runs every ``HELD_RECOVERY_EVERY`` only."""
         if materialize:
             self.scheduler.materialize(now)
         if not held or self.held_recovery_clock.due(now):
             recover_expired_leases(now)
+        self.fair_queues = known_fair_queues(database_alias(), registry.fair_queues())
+
+    def chores(self, now: dt.datetime, *, held: bool = False) -> None:
+        """What no claim waits for: the counts of finished rows (every minute), moving
+        finished rows to history (PostgreSQL and MariaDB, every ten seconds; while the
+        worker is behind, little more than it finished, and stopping as a backlog forms:
+        ``ClaimTally``), pruning (hourly). While a transaction is ``held`` open no finished
+        row moves to history: the move would leave two more row versions per job that no
+        vacuum may remove until it ends, and walk the dead ones of the rows moved before."""
         if self.count_clock.due(now):
             counting.count_finished(now)
         if self.archive_clock.due(now):
@@ -187,11 +201,18 @@ def tick(
 def _tick(
     now: dt.datetime, queues: Sequence[str] | None, housekeeping: Housekeeping | None
 ) -> TickResult:
-    (housekeeping or Housekeeping()).run(now)
+    housekeeping = housekeeping or Housekeeping()
+    housekeeping.run(now)
     worker_id = f"tick:{socket.gethostname()}:{os.getpid()}"
     claimed: list[ClaimedJob] = []
     while True:
-        batch = claim_due(now, queues=queues, limit=TICK_CLAIM_BATCH, worker_id=worker_id)
+        batch = claim_due(
+            now,
+            queues=queues,
+            limit=TICK_CLAIM_BATCH,
+            worker_id=worker_id,
+            fair_queues=housekeeping.fair_queues,
+        )
         claimed.extend(batch)
         if len(batch) < TICK_CLAIM_BATCH:
             break

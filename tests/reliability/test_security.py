@@ -161,15 +161,18 @@ SAFE_NAMES = {
 }  # fmt: skip
 # limit_clause(): "LIMIT " and an int() of the claim's size.
 # job_rows(): the job table's name, after "ONLY" on PostgreSQL.
+# limit_of(): "LIMIT " and an int() of its argument.
 SAFE_CALLS = {
-    "placeholders", "claim_set_clause", "limit_clause", "quote_name", "quote", "job_rows",
-    "running_by_id",
+    "placeholders", "claim_set_clause", "limit_clause", "limit_of", "quote_name", "quote",
+    "job_rows", "running_by_id",
 }  # fmt: skip
 
 
 def splice_is_safe(value: ast.expr) -> bool:
     if isinstance(value, ast.Name):
         return value.id in SAFE_NAMES or re.fullmatch(r"[A-Z][A-Z0-9_]*", value.id) is not None
+    if isinstance(value, ast.IfExp):  # a choice between two safe splices
+        return splice_is_safe(value.body) and splice_is_safe(value.orelse)
     if isinstance(value, ast.Attribute):
         # Model._meta.db_table, or a member of the JobStatus enum (fixed words)
         is_status = isinstance(value.value, ast.Name) and value.value.id == "JobStatus"

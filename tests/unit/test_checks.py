@@ -52,6 +52,7 @@ VALID = {
     "WARN_TRANSACTION_AGE": 0.5,
     "WARN_DEAD_TUPLES": None,
     "PREPARED_STATEMENTS": True,
+    "PRIORITY_AGING": {"AFTER": 300, "EVERY": 60},
 }
 
 
@@ -111,7 +112,27 @@ BAD_VALUES = [
     ("WARN_TRANSACTION_AGE", "E045", [0, -1, "300", True, math.nan, math.inf]),
     ("WARN_DEAD_TUPLES", "E046", [0, -1, 1e6, "1000000", True]),
     ("PREPARED_STATEMENTS", "E047", [1, 0, "yes", "false"]),
+    (
+        "PRIORITY_AGING",
+        "E048",
+        [
+            300,
+            {"AFTER": 300},
+            {"AFTER": 300, "EVERY": 0},
+            {"AFTER": -1, "EVERY": 60},
+            {"AFTER": "5m", "EVERY": 60},
+            {"AFTER": 300, "EVERY": 60, "MAX": 5},
+            {"AFTER": 300, "EVERY": math.inf},
+            {"AFTER": True, "EVERY": 60},
+        ],
+    ),
 ]
+
+
+@pytest.mark.parametrize("value", [None, {"AFTER": 0, "EVERY": 1}, {"AFTER": 300, "EVERY": 60.5}])
+def test_priority_aging_accepts_none_or_after_and_every(value):
+    with override_settings(CRONQUEUE={"PRIORITY_AGING": value}):
+        assert ids(check_settings()) == []
 
 
 @pytest.mark.parametrize(

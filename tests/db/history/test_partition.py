@@ -41,10 +41,18 @@ def where_rows_are() -> dict[int, str]:
         return {pk: HISTORY if archived else HOT for pk, archived in cursor.fetchall()}
 
 
-def all_rows() -> list[tuple]:
+def all_rows(columns: str = COLUMNS) -> list[tuple]:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {COLUMNS} FROM {TABLE} ORDER BY id")
+        cursor.execute(f"SELECT {columns} FROM {TABLE} ORDER BY id")
         return cursor.fetchall()
+
+
+def live_columns() -> str:
+    """The job table's columns as the schema migrated to has them (the models may be
+    ahead of it)."""
+    with connection.cursor() as cursor:
+        present = {c.name for c in connection.introspection.get_table_description(cursor, TABLE)}
+    return ", ".join(f.column for f in Job._meta.concrete_fields if f.column in present)
 
 
 def test_finished_rows_move_to_the_history_partition_and_read_as_before():
@@ -164,17 +172,18 @@ def test_migrating_from_0022_keeps_every_row_and_back_again():
     assert len(links) == 5
     now = timezone.now()
     insert_one_row_per_status(now)
-    rows = all_rows()
+    columns = live_columns()  # those of 0022, which every later schema keeps
+    rows = all_rows(columns)
 
     leaf = MigrationExecutor(connection).loader.graph.leaf_nodes("django_cronqueue")
     MigrationExecutor(connection).migrate(leaf)
     assert foreign_keys() == set()
     assert archive.archive(now) == 3
-    assert all_rows() == rows
+    assert all_rows(columns) == rows
     assert sorted(where_rows_are().values()) == [HISTORY] * 3 + [HOT] * 2
 
     MigrationExecutor(connection).migrate([BEFORE])
-    assert all_rows() == rows
+    assert all_rows(columns) == rows
     assert foreign_keys() == links
     MigrationExecutor(connection).migrate(
         MigrationExecutor(connection).loader.graph.leaf_nodes("django_cronqueue")

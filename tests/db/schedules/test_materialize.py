@@ -10,6 +10,7 @@ import pytest
 from django.db import IntegrityError
 
 from django_cronqueue import signals
+from django_cronqueue.enqueueing import enqueue
 from django_cronqueue.models import CronSchedule, Job
 from django_cronqueue.schedules import dynamic, materialize, scheduler
 from django_cronqueue.schedules.dynamic import dynamic_target
@@ -98,7 +99,7 @@ def test_a_database_error_falls_back_to_one_schedule_at_a_time(monkeypatch, capl
     def refuse(rows, using):
         raise IntegrityError("duplicate key value violates unique constraint")
 
-    monkeypatch.setattr(materialize, "insert_occurrences", refuse)
+    monkeypatch.setattr(enqueue, "insert_occurrences", refuse)
     with caplog.at_level(logging.INFO, logger="django_cronqueue"):
         assert Scheduler().materialize(NOW) == 3
     assert "a batch of 3 fell back to one at a time" in caplog.text

@@ -48,7 +48,10 @@ def test_using_refuses_unknown_options_naming_the_job_and_the_allowed_ones():
     message = str(caught.value)
     assert "'testapp.record'" in message
     assert "unknown option(s) retries, timeout" in message
-    assert "allowed: after, dedupe_for, dedupe_key, delay, priority, queue, run_at" in message
+    assert (
+        "allowed: after, dedupe_for, dedupe_key, delay, fair_key, priority, queue, run_at"
+        in message
+    )
 
 
 @pytest.mark.parametrize(

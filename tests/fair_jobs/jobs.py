@@ -1,0 +1,5 @@
+"""The fair-share jobs, for the workers of the multi-process test (``settings``)."""
+
+from tests.fair_jobs.definitions import define
+
+define()
