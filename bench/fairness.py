@@ -95,11 +95,11 @@ INSERT INTO django_cronqueue_job (
 SELECT %(name)s, jsonb_build_object('tenant', k), 'pending', %(queue)s, 0, 0, 4, t, '', '',
        '', '', CASE WHEN %(keyed)s THEN k ELSE '' END, now()
 FROM (
-    SELECT '{big}' AS k, now() - interval '2 hours' + i * interval '1 microsecond' AS t
+    SELECT '{big}' AS k, %(start)s::timestamptz + i * interval '1 microsecond' AS t
     FROM generate_series(1, %(backlog)s) AS i
     UNION ALL
-    SELECT 'tenant-' || key, now() - interval '1 hour' + (key * %(per_key)s + n)
-           * interval '1 microsecond'
+    SELECT 'tenant-' || key, %(start)s::timestamptz + interval '1 hour'
+           + (key * %(per_key)s + n) * interval '1 microsecond'
     FROM generate_series(1, %(small)s) AS key, generate_series(1, %(per_key)s) AS n
 ) AS rows(k, t)
 """.replace("{big}", BIG)
@@ -111,10 +111,14 @@ def fill(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE django_cronqueue_job, django_cronqueue_fairshare CASCADE")
+        # The same instants in both queues: their rows alternate in the claim index's order,
+        # as two queues' backlogs side by side do.
+        start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
         for name, queue, keyed in ((FAIR, FAIR_QUEUE, True), (PLAIN, PLAIN_QUEUE, False)):
             cursor.execute(
                 FILL_SQL,
                 {
+                    "start": start,
                     "name": name,
                     "queue": queue,
                     "keyed": keyed,
@@ -176,23 +180,21 @@ def time_claims(args: argparse.Namespace, now: dt.datetime) -> dict[str, dict[st
 
 
 def small_keys_started(args: argparse.Namespace, now: dt.datetime) -> dict[str, float]:
-    """Claim the fair queue on until no small key's job is left pending."""
+    """Claim the fair queue on until every small key's job has been claimed."""
     from django.db import connection
 
-    def small_pending() -> int:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT COUNT(*) FROM django_cronqueue_job WHERE queue = %s "
-                "AND status = 'pending' AND fair_key <> %s",
-                [FAIR_QUEUE, BIG],
-            )
-            return int(cursor.fetchone()[0])
-
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM django_cronqueue_job WHERE queue = %s AND payload->>'tenant' <> %s",
+            [FAIR_QUEUE, BIG],
+        )
+        waiting = {row[0] for row in cursor.fetchall()}
     claims = big = 0
     started = time.perf_counter()
-    while small_pending():
+    while waiting:
         _, claimed = claim(FAIR_QUEUE, now, args.batch)
         claims += 1
+        waiting -= {job.id for job in claimed}
         big += sum(1 for job in claimed if job.payload["tenant"] == BIG)
     return {"claims": claims, "seconds": time.perf_counter() - started, "backlog_jobs_first": big}
 
