@@ -143,7 +143,8 @@ class Housekeeping:
 
     def make_due(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
         """What a claim needs done first: due cron occurrences written (unless
-        ``materialize`` is False) and jobs whose lease expired returned.
+        ``materialize`` is False), jobs whose lease expired returned, and the queues whose
+        keys take turns read (``fair_queues``: ``claiming.fair``).
 
         ``held``: a transaction is held open on the database (``storage_watch.HoldWatch``).
         Then the scan for expired leases, which walks an entry for every version of a row
