@@ -30,11 +30,13 @@ import zoneinfo
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from croniter import CroniterBadDateError, croniter
-
 from . import fields as cronfields
+
+if TYPE_CHECKING:  # croniter loads with the first schedule (a site without one: never)
+    from croniter import croniter
 
 __all__ = [
     "ALIASES",
@@ -248,6 +250,8 @@ def _prototypes(fields: cronfields.Fields) -> tuple[croniter, ...]:
     FRI#3`` ignores the 1st and the 15th): the days of each field are then enumerated
     apart, the other field written ``*``, and merged.
     """
+    from croniter import croniter
+
     text = _croniter_text(fields)
     extension = fields.values[2] is None or fields.values[4] is None
     if not (fields.either_day and extension):
@@ -315,6 +319,8 @@ def _refuse_hash_or_random(expression: str, index: int, text: str) -> None:
 
 def _check_extension_field(expression: str, index: int, text: str) -> None:
     """A field with croniter's L, W or # syntax: croniter alone can say if it is valid."""
+    from croniter import croniter
+
     name, low, high = _FIELDS[index]
     probe = ["*"] * 5
     probe[index] = text
@@ -427,6 +433,8 @@ def _wall_times(schedule: _Schedule, after: datetime) -> Iterator[datetime]:
 
 
 def _times_of(prototype: croniter, after: datetime) -> Iterator[datetime]:
+    from croniter import CroniterBadDateError
+
     iterator = copy.copy(prototype)
     try:
         wall = iterator.get_next(datetime, after)

@@ -51,6 +51,7 @@ __all__ = [
     "COUNT_EVERY",
     "HOURS_KEPT",
     "ROW_FIELDS",
+    "MarkBusy",
     "count_finished",
     "counting_stamped",
     "finishing",
@@ -83,14 +84,26 @@ def settle_margin() -> dt.timedelta:
     return max(SETTLE, dt.timedelta(seconds=2 * max_clock_skew()))
 
 
-def lock_mark() -> dt.datetime | None:
+class MarkBusy(Exception):
+    """Another transaction holds the mark (``lock_mark(wait=False)``)."""
+
+
+def lock_mark(*, wait: bool = True) -> dt.datetime | None:
     """Lock the mark row for the caller's transaction (creating it when missing) and
-    return ``counted_until``: the rows finished up to it are counted (none when None)."""
-    marks = FinishedCountMark.objects.using(database_alias()).filter(pk=FinishedCountMark.ONLY)
+    return ``counted_until``: the rows finished up to it are counted (none when None).
+
+    With ``wait`` False, raise ``MarkBusy`` at once when another transaction holds it: a
+    housekeeping pass (``count_finished``, the prune) leaves its work to a later pass
+    rather than wait on a worker that may be frozen (SIGSTOP) with the mark in hand, its
+    own pass then stuck and the expired leases it returns with it."""
+    marks = _marks()
     for _ in range(2):
-        found = list(marks.select_for_update().values_list("counted_until", flat=True))
+        locked = marks.select_for_update(skip_locked=not wait)
+        found = list(locked.values_list("counted_until", flat=True))
         if found:
             return found[0]
+        if not wait and marks.exists():
+            raise MarkBusy
         FinishedCountMark.objects.using(database_alias()).bulk_create(
             [FinishedCountMark(pk=FinishedCountMark.ONLY)], ignore_conflicts=True
         )
@@ -110,10 +123,12 @@ def count_finished(now: dt.datetime) -> int:
     first one after an upgrade from counts kept without their days); the next ones the
     rows of one interval, through the (status, finished_at) index. Never past this
     process's clock: a tick given a ``now`` in the future (as tests do) must not count up
-    to an instant that the rows finishing meanwhile are stamped before."""
+    to an instant that the rows finishing meanwhile are stamped before.
+
+    Raises ``MarkBusy`` when another transaction holds the counts (``lock_mark``)."""
     upto = min(now, timezone.now()) - settle_margin()
     with transaction.atomic(using=database_alias()):
-        counted_until = lock_mark()
+        counted_until = lock_mark(wait=False)
         if counted_until is None or not _counted_by_day():
             # Nothing counted (the mark new or deleted to count again), or counted without
             # the days (by an earlier version): counted from scratch, with them.

@@ -76,9 +76,17 @@ class PruneClock:
                 return True
             return False
 
+    def again(self) -> None:
+        """The chore was left undone: due again at the next ``due``."""
+        with self._lock:
+            self._last = None
+
 
 def prune(now: dt.datetime) -> int:
-    """Delete finished rows past their retention, in batches. Never pending or running rows."""
+    """Delete finished rows past their retention, in batches. Never pending or running rows.
+
+    Raises ``counting.MarkBusy`` (the batches before it deleted) when another transaction
+    holds the counts, which each batch changes: a pass never waits on it."""
     settings = get_settings()
     deleted = 0
     if settings.SUCCEEDED_RETENTION is not None:
@@ -162,7 +170,7 @@ def _drop_expired_days(now: dt.datetime, cutoff: dt.datetime) -> int:
     # counts them): a day's rows then leave the counts by its counts, never read.
     counting.count_finished(now)
     with transaction.atomic(using=database_alias()):
-        counted_until = counting.lock_mark()
+        counted_until = counting.lock_mark(wait=False)
         # Listed again under the lock: another worker's prune may have dropped them.
         expired = archive.postgresql.expired_days(connection, cutoff)
         dropped = sum(_drop_counted_day(connection, name, counted_until) for name in expired)
@@ -189,7 +197,7 @@ def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int
     deleted = 0
     while True:
         with transaction.atomic(using=database_alias()):
-            counted_until = counting.lock_mark()
+            counted_until = counting.lock_mark(wait=False)
             rows = list(
                 _jobs()
                 .filter(status__in=statuses, finished_at__lt=cutoff)

@@ -141,12 +141,16 @@ class Worker(Heartbeat):
         self._register()
         if self.mode == "once":
             self._cutoff = self.clock.now()
-        self._with_database_retry(self._housekeep)
+        # The first jobs start before the first pass's chores: they wait for no count,
+        # move to history or prune (which a pass leaves to the next rather than wait on
+        # another worker's: a frozen worker cannot hold up this one's leases).
+        self._with_database_retry(self._make_due)
+        for index in range(self.concurrency):
+            self._start_slot(index)
         self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")
         if connections[database_alias()].vendor == "postgresql":
             self._start_helper(self._listen_loop, "cronqueue-listen")
-        for index in range(self.concurrency):
-            self._start_slot(index)
+        self._with_database_retry(self._first_chores)
         self._main_loop()
         return self._shutdown()
 
@@ -162,14 +166,34 @@ class Worker(Heartbeat):
                 self.wake.set()
 
     def _housekeep(self) -> None:
+        self._watch_holds()
+        self._make_due()
+        self._chores()
+
+    def _first_chores(self) -> None:
+        """The first pass's part after the slots started (``_run``)."""
+        self._watch_holds()
+        self._chores()
+
+    def _watch_holds(self) -> None:
+        """A transaction held open (``floors.held``) and the vacuums behind it."""
+        if self.clock.trusted and self.mode == "forever":  # once/burst: a full claim ends them
+            health = self.hold.check()
+            if health is not None:
+                self.vacuums.check(health, held=self.floors.held)
+
+    def _make_due(self) -> None:
+        """What the slots' claims need first (``Housekeeping.make_due``)."""
         if self.clock.trusted:  # a clock too far off the database's decides nothing
-            if self.mode == "forever":  # once and burst end on an empty claim: a full one
-                health = self.hold.check()
-                if health is not None:
-                    self.vacuums.check(health, held=self.floors.held)
-            self.housekeeping.run(
+            self.housekeeping.make_due(
                 self.clock.now(), materialize=self.scheduler, held=self.floors.held
             )
+
+    def _chores(self) -> None:
+        """The rest of a pass: the counts, moves to history and prune
+        (``Housekeeping.chores``), the stranded-job and storage warnings."""
+        if self.clock.trusted:
+            self.housekeeping.chores(self.clock.now(), held=self.floors.held)
             self.stranded.check(self.clock.now())
             self.storage.check()
 

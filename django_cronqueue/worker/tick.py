@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.utils import timezone
 
@@ -137,24 +137,33 @@ class Housekeeping:
         self.fair_queues: tuple[str, ...] = ()  # those with key rows, read each pass
 
     def run(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
-        """Cron (unless ``materialize`` is False), expired leases, the counts of finished
-        rows (every minute), moving finished rows to history (PostgreSQL and MariaDB,
-        every ten seconds; while the worker is behind, little more than it finished, and
-        stopping as a backlog forms: ``ClaimTally``), pruning (hourly), and the queues whose
-        keys take turns read again (``fair_queues``: ``claiming.fair``).
+        """A whole pass: ``make_due`` then ``chores``."""
+        self.make_due(now, materialize=materialize, held=held)
+        self.chores(now, held=held)
+
+    def make_due(self, now: dt.datetime, *, materialize: bool = True, held: bool = False) -> None:
+        """What a claim needs done first: due cron occurrences written (unless
+        ``materialize`` is False), jobs whose lease expired returned, and the queues whose
+        keys take turns read (``fair_queues``: ``claiming.fair``).
 
         ``held``: a transaction is held open on the database (``storage_watch.HoldWatch``).
         Then the scan for expired leases, which walks an entry for every version of a row
-        that ran since it began, runs every ``HELD_RECOVERY_EVERY`` only, and no finished
-        row moves to history: the move would leave two more row versions per job that no
-        vacuum may remove until it ends, and walk the dead ones of the rows moved before."""
+        that ran since it began, runs every ``HELD_RECOVERY_EVERY`` only."""
         if materialize:
             self.scheduler.materialize(now)
         if not held or self.held_recovery_clock.due(now):
             recover_expired_leases(now)
         self.fair_queues = known_fair_queues(database_alias(), registry.fair_queues())
+
+    def chores(self, now: dt.datetime, *, held: bool = False) -> None:
+        """What no claim waits for: the counts of finished rows (every minute), moving
+        finished rows to history (PostgreSQL and MariaDB, every ten seconds; while the
+        worker is behind, little more than it finished, and stopping as a backlog forms:
+        ``ClaimTally``), pruning (hourly). While a transaction is ``held`` open no finished
+        row moves to history: the move would leave two more row versions per job that no
+        vacuum may remove until it ends, and walk the dead ones of the rows moved before."""
         if self.count_clock.due(now):
-            counting.count_finished(now)
+            self._unless_counts_busy(self.count_clock, counting.count_finished, now)
         if self.archive_clock.due(now):
             if held:  # the pass after it counts its own claims, from one batch more
                 self.tally.restart(now)
@@ -162,9 +171,22 @@ class Housekeeping:
                 archive.archive(now, budget=self.tally.archive_budget(now))
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
-            deleted = prune(now)
+            deleted = self._unless_counts_busy(self.prune_clock, prune, now)
             if deleted:
                 logger.info("Pruned %s finished jobs", deleted)
+
+    @staticmethod
+    def _unless_counts_busy(
+        clock: PruneClock, chore: Callable[[dt.datetime], int], now: dt.datetime
+    ) -> int:
+        """``chore(now)``; when another process holds the counts (``MarkBusy``: counting,
+        pruning or retrying, or frozen with them in hand) the chore is left to the next
+        pass, whose cron and expired leases come first."""
+        try:
+            return chore(now)
+        except counting.MarkBusy:
+            clock.again()
+            return 0
 
 
 def tick(

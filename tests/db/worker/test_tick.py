@@ -5,15 +5,17 @@ import datetime as dt
 import logging
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.test import override_settings
 from django.utils import timezone
 
 from django_cronqueue import jobs, lifecycle
 from django_cronqueue.claiming import claim_due
-from django_cronqueue.models import Job, NameLock
+from django_cronqueue.history import counting
+from django_cronqueue.models import FinishedCountMark, Job, NameLock
 from django_cronqueue.running import execution
 from django_cronqueue.worker.tick import Housekeeping
+from tests.db.row_locks import row_held_elsewhere
 from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 from tests.testapp.models import SideEffect
@@ -218,6 +220,25 @@ def test_pruning_runs_hourly():
         assert Job.objects.count() == 1
         jobs.tick(now=now + dt.timedelta(minutes=61))
         assert Job.objects.count() == 0
+
+
+@pytest.mark.skipif(connection.vendor == "sqlite", reason="SQLite has no row locks")
+def test_a_pass_leaves_its_count_and_prune_to_the_next_while_another_holds_the_counts():
+    """Another process counting, pruning or retrying (or frozen with the counts in hand):
+    a pass waits for none of it (a wait would fail here after two seconds), and the next
+    pass does what it left."""
+    now = timezone.now()
+    counting.count_finished(now - dt.timedelta(hours=4))  # the counts' mark row exists
+    old = JobFactory(status="succeeded", finished_at=now - dt.timedelta(hours=3))
+    housekeeping = Housekeeping()
+    with override_settings(CRONQUEUE={"SUCCEEDED_RETENTION": 3600}):
+        with row_held_elsewhere(FinishedCountMark.ONLY, model=FinishedCountMark):
+            housekeeping.run(now)
+        assert Job.objects.filter(pk=old.pk).exists()
+        assert FinishedCountMark.objects.get().counted_until < old.finished_at
+        housekeeping.run(now + dt.timedelta(seconds=1))
+    assert not Job.objects.filter(pk=old.pk).exists()
+    assert FinishedCountMark.objects.get().counted_until > old.finished_at
 
 
 def test_tick_needs_an_aware_now():

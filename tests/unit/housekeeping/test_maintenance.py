@@ -49,3 +49,11 @@ def test_each_clock_keeps_its_own_time():
     assert first.due(T0) is True
     assert second.due(T0 + SECOND) is True
     assert first.due(T0 + SECOND) is False
+
+
+def test_a_chore_left_undone_is_due_again_at_the_next_pass():
+    clock = PruneClock()
+    assert clock.due(T0) is True
+    clock.again()
+    assert clock.due(T0 + SECOND) is True
+    assert clock.due(T0 + 2 * SECOND) is False
