@@ -8,22 +8,28 @@ database, no clock: ``now`` is always an argument).
   receives (``CronRun``).
 
 May import: ``conf``, ``exceptions`` and ``values`` only. The functions below are the
-documented ``django_cronqueue.cron`` API (docs/reference.md).
+documented ``django_cronqueue.cron`` API (docs/reference.md); they load ``maths`` when
+first asked for (PEP 562), so that ``spec`` alone (``CronRun``, ``CronSpec``) does not.
 """
 
-from .maths import (
-    ALIASES,
-    InvalidCronExpression,
-    InvalidTimeZone,
-    days_match_either,
-    is_interval,
-    iter_occurrences,
-    load_zone,
-    next_occurrences,
-    occurrences,
-    validate_expression,
-    zone_names,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .maths import (
+        ALIASES,
+        InvalidCronExpression,
+        InvalidTimeZone,
+        days_match_either,
+        is_interval,
+        iter_occurrences,
+        load_zone,
+        next_occurrences,
+        occurrences,
+        validate_expression,
+        zone_names,
+    )
 
 __all__ = [
     "ALIASES",
@@ -38,3 +44,11 @@ __all__ = [
     "validate_expression",
     "zone_names",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import maths
+
+    return getattr(maths, name)

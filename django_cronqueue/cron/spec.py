@@ -1,8 +1,8 @@
 """The *when* of a cron schedule: ``CronSpec``, checked when ``@jobs.cron`` is applied,
 and ``CronRun``, what a cron handler receives.
 
-``django_cronqueue.cron`` does the occurrence maths; ``django_cronqueue.schedules.scheduler``
-turns occurrences into ``Job`` rows.
+``django_cronqueue.cron`` does the occurrence maths (``maths``, loaded when a spec is first
+read or checked); ``django_cronqueue.schedules.scheduler`` turns occurrences into ``Job`` rows.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import get_settings
 from ..values.validation import is_finite_number, is_int
-from . import maths
 
 CATCH_UP_MODES = ("latest", "all", "none")
 OVERLAP_MODES = ("allow", "skip")
@@ -54,10 +53,14 @@ class CronSpec:
 
     @property
     def zone(self) -> ZoneInfo:
+        from . import maths
+
         return maths.load_zone(self.tz)
 
     @property
     def is_interval(self) -> bool:
+        from . import maths
+
         return maths.is_interval(self.expression)
 
     @property
@@ -67,13 +70,19 @@ class CronSpec:
         return dt.timedelta(seconds=get_settings().CATCH_UP_WINDOW)
 
     def occurrences(self, after: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
+        from . import maths
+
         return maths.occurrences(self.expression, self.tz, after, until)
 
     def iter_occurrences(self, after: dt.datetime, until: dt.datetime) -> Iterator[dt.datetime]:
         """``occurrences``, computed lazily: for ranges that may hold millions."""
+        from . import maths
+
         return maths.iter_occurrences(self.expression, self.tz, after, until)
 
     def next_runs(self, after: dt.datetime, count: int) -> list[dt.datetime]:
+        from . import maths
+
         return maths.next_occurrences(self.expression, self.tz, after, count)
 
     def run_for(
@@ -108,6 +117,7 @@ def checked_spec(
 ) -> CronSpec:
     """A CronSpec from ``@jobs.cron``'s options; raises ImproperlyConfigured naming the
     schedule and the option."""
+    from . import maths
 
     def fail(problem: str) -> ImproperlyConfigured:
         return ImproperlyConfigured(f"Cron schedule {schedule!r}: {problem}")
