@@ -18,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from .spec import System
 EXPORT_DIR = BENCH_DIR / ".compare"
 WORKING_TREE = "."
 BURST_REPEATS = 3  # each start-up figure, per side and round (median)
+TIMEOUT = 120.0  # seconds for one start-up command
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,17 +111,32 @@ def app_tables(system: System) -> tuple[str, ...]:
 def burst_seconds(ctx: measure.Context, system: System) -> float:
     """Wall time of ``runjobs --burst`` with nothing due: start-up plus shut-down."""
     started = time.perf_counter()
-    subprocess.run(
-        [ctx.python, "-m", "django", "runjobs", "--burst"],
+    done = _run_blocking([ctx.python, "-m", "django", "runjobs", "--burst"], ctx.env(system))
+    if done.returncode:
+        raise RuntimeError(f"{system.key} runjobs --burst exited {done.returncode}")
+    return time.perf_counter() - started
+
+
+def _run_blocking(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``command`` in the bench project, its stderr kept, killed after ``TIMEOUT``. Waits
+    in one blocking ``waitpid``: ``subprocess.run(timeout=...)`` polls with sleeps of up
+    to 50 ms, which rounded every wall time up to the next 50 ms."""
+    child = subprocess.Popen(
+        command,
         cwd=BENCH_DIR,
-        env=ctx.env(system),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=True,
-        timeout=120,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    return time.perf_counter() - started
+    watchdog = threading.Timer(TIMEOUT, child.kill)
+    watchdog.start()
+    try:
+        _, stderr = child.communicate()  # no timeout: a blocking read, then waitpid
+    finally:
+        watchdog.cancel()
+    return subprocess.CompletedProcess(command, child.returncode, None, stderr)
 
 
 def first_job(ctx: measure.Context, system: System) -> dict[str, float]:
@@ -139,17 +156,7 @@ def first_job(ctx: measure.Context, system: System) -> dict[str, float]:
         ctx.driver(system, "fill", "1")
         launched = time.time()
         started = time.perf_counter()
-        done = subprocess.run(
-            [ctx.python, "-m", "django", "runjobs", "--burst"],
-            cwd=BENCH_DIR,
-            env=ctx.env(system),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        done = _run_blocking([ctx.python, "-m", "django", "runjobs", "--burst"], ctx.env(system))
         elapsed = time.perf_counter() - started
         if done.returncode:
             tail = " | ".join(done.stderr.strip().splitlines()[-5:])
@@ -169,15 +176,9 @@ def first_job(ctx: measure.Context, system: System) -> dict[str, float]:
 def check_seconds(ctx: measure.Context, system: System) -> float:
     """Wall time of ``manage.py check``: what any Django command pays to start."""
     started = time.perf_counter()
-    subprocess.run(
-        [ctx.python, "-m", "django", "check"],
-        cwd=BENCH_DIR,
-        env=ctx.env(system),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        check=True,
-        timeout=120,
-    )
+    done = _run_blocking([ctx.python, "-m", "django", "check"], ctx.env(system))
+    if done.returncode:
+        raise RuntimeError(f"{system.key} check exited {done.returncode}: {done.stderr[-500:]}")
     return time.perf_counter() - started
 
 

@@ -7,3 +7,10 @@
 
 May import ``models``, ``db``, ``conf`` and ``values``.
 """
+
+
+class Busy(Exception):
+    """Another process holds what a housekeeping chore needs: the counts' mark
+    (``counting.lock_mark(wait=False)``) or a history table it is making
+    (``archive.postgresql.ensure_table``). A pass never waits for it (the other process
+    may be frozen, by SIGSTOP, with it in hand): the chore is left to the next pass."""

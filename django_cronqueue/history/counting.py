@@ -46,12 +46,12 @@ from ..models import (
     Job,
     JobStatus,
 )
+from . import Busy
 
 __all__ = [
     "COUNT_EVERY",
     "HOURS_KEPT",
     "ROW_FIELDS",
-    "MarkBusy",
     "count_finished",
     "counting_stamped",
     "finishing",
@@ -84,15 +84,11 @@ def settle_margin() -> dt.timedelta:
     return max(SETTLE, dt.timedelta(seconds=2 * max_clock_skew()))
 
 
-class MarkBusy(Exception):
-    """Another transaction holds the mark (``lock_mark(wait=False)``)."""
-
-
 def lock_mark(*, wait: bool = True) -> dt.datetime | None:
     """Lock the mark row for the caller's transaction (creating it when missing) and
     return ``counted_until``: the rows finished up to it are counted (none when None).
 
-    With ``wait`` False, raise ``MarkBusy`` at once when another transaction holds it: a
+    With ``wait`` False, raise ``Busy`` at once when another transaction holds it: a
     housekeeping pass (``count_finished``, the prune) leaves its work to a later pass
     rather than wait on a worker that may be frozen (SIGSTOP) with the mark in hand, its
     own pass then stuck and the expired leases it returns with it."""
@@ -103,7 +99,7 @@ def lock_mark(*, wait: bool = True) -> dt.datetime | None:
         if found:
             return found[0]
         if not wait and marks.exists():
-            raise MarkBusy
+            raise Busy
         FinishedCountMark.objects.using(database_alias()).bulk_create(
             [FinishedCountMark(pk=FinishedCountMark.ONLY)], ignore_conflicts=True
         )
@@ -125,7 +121,7 @@ def count_finished(now: dt.datetime) -> int:
     process's clock: a tick given a ``now`` in the future (as tests do) must not count up
     to an instant that the rows finishing meanwhile are stamped before.
 
-    Raises ``MarkBusy`` when another transaction holds the counts (``lock_mark``)."""
+    Raises ``history.Busy`` when another transaction holds the counts (``lock_mark``)."""
     upto = min(now, timezone.now()) - settle_margin()
     with transaction.atomic(using=database_alias()):
         counted_until = lock_mark(wait=False)

@@ -85,8 +85,9 @@ class PruneClock:
 def prune(now: dt.datetime) -> int:
     """Delete finished rows past their retention, in batches. Never pending or running rows.
 
-    Raises ``counting.MarkBusy`` (the batches before it deleted) when another transaction
-    holds the counts, which each batch changes: a pass never waits on it."""
+    Raises ``history.Busy`` (the batches before it deleted) when another transaction
+    holds the counts, which each batch changes, or is making the history table of ended
+    rows: a pass never waits on them."""
     settings = get_settings()
     deleted = 0
     if settings.SUCCEEDED_RETENTION is not None:

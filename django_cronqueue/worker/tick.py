@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from django.utils import timezone
 
-from .. import lifecycle
+from .. import history, lifecycle
 from ..claiming import ClaimedJob, claim_due
 from ..claiming.fair import known_fair_queues
 from ..conf import database_alias
@@ -179,12 +179,13 @@ class Housekeeping:
     def _unless_counts_busy(
         clock: PruneClock, chore: Callable[[dt.datetime], int], now: dt.datetime
     ) -> int:
-        """``chore(now)``; when another process holds the counts (``MarkBusy``: counting,
-        pruning or retrying, or frozen with them in hand) the chore is left to the next
-        pass, whose cron and expired leases come first."""
+        """``chore(now)``; when another process holds what it needs (``history.Busy``: the
+        counts, while it counts, prunes or retries, or a history table it is making; or
+        it is frozen with them in hand) the chore is left to the next pass, whose cron
+        and expired leases come first."""
         try:
             return chore(now)
-        except counting.MarkBusy:
+        except history.Busy:
             clock.again()
             return 0
 

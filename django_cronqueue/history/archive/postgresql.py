@@ -41,6 +41,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...db.cursors import fast_cursor
 from ...models import Job
+from .. import Busy
 from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE, Budget
 
 __all__ = [
@@ -102,18 +103,21 @@ def history_tables(connection: BaseDatabaseWrapper) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def ensure_table(connection: BaseDatabaseWrapper, name: str) -> None:
+def ensure_table(connection: BaseDatabaseWrapper, name: str) -> bool:
     """Create the history table ``name`` (a day's or the ended rows') if it is missing,
-    with the indexes its readers use and the trigger that moves a reopened row back."""
+    with the indexes its readers use and the trigger that moves a reopened row back.
+    Returns False, at once, when another session is making it (two workers at once:
+    the second does not wait, as the first may be frozen by SIGSTOP while it makes it)."""
     with connection.cursor() as cursor:
         if _exists(cursor, name):
-            return
+            return True
         with transaction.atomic(using=connection.alias):
-            # Two workers creating the same table at once: the second waits, then finds it.
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
-            if _exists(cursor, name):
-                return
-            _create(cursor, connection.ops.quote_name, name)
+            cursor.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", [name])
+            if not cursor.fetchone()[0]:
+                return False
+            if not _exists(cursor, name):  # unless made since the first look
+                _create(cursor, connection.ops.quote_name, name)
+            return True
 
 
 def _exists(cursor: Any, name: str) -> bool:
@@ -164,10 +168,11 @@ def archive(
 ) -> int:
     """Move the finished rows that may leave the job table into their history tables,
     in batches of ``batch_size`` (``ARCHIVE_BATCHES`` at most), each its own
-    transaction, within ``budget``. Returns how many moved."""
-    for ahead in range(DAYS_AHEAD + 1):
-        ensure_table(connection, day_table((now + dt.timedelta(days=ahead)).date()))
-    ensure_table(connection, ENDED_TABLE)
+    transaction, within ``budget``. Returns how many moved: none while another worker
+    makes the tables (``ensure_table``), whose pass moves them."""
+    days = [day_table((now + dt.timedelta(days=ahead)).date()) for ahead in range(DAYS_AHEAD + 1)]
+    if not all(ensure_table(connection, name) for name in [*days, ENDED_TABLE]):
+        return 0
     moved = batches = 0
     for kind in (_move_ended, _move_succeeded):
         more = True
@@ -199,7 +204,8 @@ def _move_succeeded(
         start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
         since = start + dt.timedelta(days=1)
         name = day_table(day)
-        ensure_table(connection, name)
+        if not ensure_table(connection, name):  # another worker is making it
+            return 0, False
         moved = _move(connection, name, SUCCEEDED_ON_DAY, [start, since], now, size)
         if moved:
             return moved, True
@@ -286,9 +292,11 @@ def kept_elsewhere(
 ) -> list[tuple[Any, ...]]:
     """The counted succeeded rows of the UTC ``day`` outside its day table (still in the
     job table, or in the ended one after an UPDATE), per (status, name, queue, hour,
-    rows): read from the (status, finished_at) indexes of those tables."""
+    rows): read from the (status, finished_at) indexes of those tables. Raises
+    ``history.Busy`` while another worker makes the ended rows' table."""
     start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
-    ensure_table(connection, ENDED_TABLE)
+    if not ensure_table(connection, ENDED_TABLE):
+        raise Busy
     with connection.cursor() as cursor:
         bounds = [start, start + dt.timedelta(days=1), counted_until or NOTHING_COUNTED]
         cursor.execute(KEPT_ELSEWHERE, bounds * 2)

@@ -431,6 +431,7 @@ import django
 
 django.setup()
 from django.db import connection, transaction
+from django_cronqueue import history
 from django_cronqueue.history import counting
 
 connection.ensure_connection()
@@ -438,7 +439,7 @@ print("ready", flush=True)
 sys.stdin.readline()
 try:
     print(counting.count_finished(dt.datetime.fromisoformat(sys.argv[1])), flush=True)
-except counting.MarkBusy:
+except history.Busy:
     print("busy", flush=True)
 """
 

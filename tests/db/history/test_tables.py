@@ -3,7 +3,6 @@ inherit from the job table; every reader still sees them, a retry brings a row b
 day past its retention goes with its table, and the counts stay exact."""
 
 import datetime as dt
-import threading
 import time
 
 import pytest
@@ -27,6 +26,7 @@ from django_cronqueue.models import (
 )
 from django_cronqueue.observe.counts import job_counts, status_totals
 from django_cronqueue.worker.tick import YIELD_AFTER_HOLD, Housekeeping
+from tests.factories import JobFactory
 from tests.testapp import jobs as test_jobs
 
 pytestmark = [
@@ -436,45 +436,29 @@ def test_the_move_passes_over_an_older_day_whose_rows_may_not_move_yet():
     assert rows[later.pk] == pg_history.day_table(now.astimezone(dt.timezone.utc).date())
 
 
-def advisory_waits() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-        return int(cursor.fetchone()[0])
-
-
-def test_a_worker_that_waited_while_another_made_a_history_table_finds_it_made():
+def test_a_worker_that_finds_another_making_a_history_table_leaves_it_to_that_one():
     """Two workers making the same day's table at once (two started together, or the
-    next day's at midnight): the one that waited for the other uses its table, where it
-    used to fail with "relation ... already exists" and log the database as unavailable."""
-    name = pg_history.day_table(dt.date(2040, 1, 1))
+    next day's at midnight): the second neither waits for the first (which may be frozen,
+    by SIGSTOP, mid-way: its pass would wait for good) nor fails with "relation ... already
+    exists"; its pass moves nothing, and the next one finds the table made."""
+    now = timezone.now()
+    name = pg_history.day_table(now.astimezone(dt.timezone.utc).date())
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {name}")
+    JobFactory(status="succeeded", finished_at=now - dt.timedelta(minutes=1))
     maker = connections.create_connection(connection.alias)
-    failures: list[Exception] = []
-
-    def wait_then_ensure() -> None:
-        try:
-            pg_history.ensure_table(connections[connection.alias], name)
-        except Exception as error:  # reported to the test's thread
-            failures.append(error)
-        finally:
-            connections.close_all()
-
     try:
         with maker.cursor() as cursor:
             cursor.execute("BEGIN")
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
             cursor.execute(f"CREATE TABLE {name} () INHERITS ({TABLE})")
-            waiter = threading.Thread(target=wait_then_ensure)
-            waiter.start()
-            deadline = time.monotonic() + 30
-            while advisory_waits() == 0:
-                assert time.monotonic() < deadline, "the second worker never waited"
-                time.sleep(0.01)
+            started = time.monotonic()
+            assert pg_history.ensure_table(connection, name) is False
+            assert archive.archive(now) == 0
+            assert time.monotonic() - started < 5  # neither waited on the maker
             cursor.execute("COMMIT")
-        waiter.join(timeout=30)
-        assert not waiter.is_alive()
-        assert failures == []
+        assert pg_history.ensure_table(connection, name) is True
+        assert archive.archive(now) == 1
         assert name in pg_history.history_tables(connection)
     finally:
-        with maker.cursor() as cursor:
-            cursor.execute(f"DROP TABLE IF EXISTS {name}")
         maker.close()
