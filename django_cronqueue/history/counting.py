@@ -54,6 +54,7 @@ __all__ = [
     "ROW_FIELDS",
     "count_finished",
     "counting_stamped",
+    "ensure_mark",
     "finishing",
     "hour_of",
     "lock_mark",
@@ -88,22 +89,36 @@ def lock_mark(*, wait: bool = True) -> dt.datetime | None:
     """Lock the mark row for the caller's transaction (creating it when missing) and
     return ``counted_until``: the rows finished up to it are counted (none when None).
 
-    With ``wait`` False, raise ``Busy`` at once when another transaction holds it: a
+    With ``wait`` False, raise ``Busy`` at once when another transaction holds it or the
+    row is missing (a pass makes it first, in a transaction of its own: ``ensure_mark``): a
     housekeeping pass (``count_finished``, the prune) leaves its work to a later pass
     rather than wait on a worker that may be frozen (SIGSTOP) with the mark in hand, its
-    own pass then stuck and the expired leases it returns with it."""
-    marks = _marks()
+    own pass then stuck and the expired leases it returns with it. (Made inside a
+    transaction, the row would be that transaction's until it ends: another pass making
+    it too would wait on it.)"""
+    locked = _marks().select_for_update(skip_locked=not wait)
     for _ in range(2):
-        locked = marks.select_for_update(skip_locked=not wait)
         found = list(locked.values_list("counted_until", flat=True))
         if found:
             return found[0]
-        if not wait and marks.exists():
+        if not wait:
             raise Busy
-        FinishedCountMark.objects.using(database_alias()).bulk_create(
-            [FinishedCountMark(pk=FinishedCountMark.ONLY)], ignore_conflicts=True
-        )
+        _make_mark()
     raise RuntimeError("the FinishedCountMark row could not be created")
+
+
+def ensure_mark() -> None:
+    """Make the mark row (counting nothing yet) if it is missing, committed at once when
+    called outside a transaction, as a pass does before it takes the mark without
+    waiting (``lock_mark``)."""
+    if not _marks().exists():
+        _make_mark()
+
+
+def _make_mark() -> None:
+    FinishedCountMark.objects.using(database_alias()).bulk_create(
+        [FinishedCountMark(pk=FinishedCountMark.ONLY)], ignore_conflicts=True
+    )
 
 
 def _counted_by_day() -> bool:
@@ -123,6 +138,7 @@ def count_finished(now: dt.datetime) -> int:
 
     Raises ``history.Busy`` when another transaction holds the counts (``lock_mark``)."""
     upto = min(now, timezone.now()) - settle_margin()
+    ensure_mark()
     with transaction.atomic(using=database_alias()):
         counted_until = lock_mark(wait=False)
         if counted_until is None or not _counted_by_day():

@@ -90,6 +90,7 @@ def prune(now: dt.datetime) -> int:
     rows: a pass never waits on them."""
     settings = get_settings()
     deleted = 0
+    counting.ensure_mark()
     if settings.SUCCEEDED_RETENTION is not None:
         cutoff = now - dt.timedelta(seconds=settings.SUCCEEDED_RETENTION)
         deleted += _drop_expired_days(now, cutoff)
