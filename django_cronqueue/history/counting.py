@@ -32,7 +32,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
@@ -116,9 +116,18 @@ def ensure_mark() -> None:
 
 
 def _make_mark() -> None:
-    FinishedCountMark.objects.using(database_alias()).bulk_create(
-        [FinishedCountMark(pk=FinishedCountMark.ONLY)], ignore_conflicts=True
-    )
+    """Insert the mark row, unless another process has (``IntegrityError``). Outside a
+    transaction, in one statement that commits as it runs: ``bulk_create`` wraps its
+    INSERT in a transaction of its own, and a worker frozen (SIGSTOP) between the two
+    left the row uncommitted, every other pass's insert waiting on it. Within one, in a
+    savepoint (a refused INSERT ends the transaction on PostgreSQL)."""
+    alias = database_alias()
+    inside = connections[alias].in_atomic_block
+    try:
+        with transaction.atomic(using=alias) if inside else nullcontext():
+            FinishedCountMark(pk=FinishedCountMark.ONLY).save(using=alias, force_insert=True)
+    except IntegrityError:
+        pass
 
 
 def _counted_by_day() -> bool:
