@@ -24,8 +24,9 @@ PostgreSQL at READ COMMITTED, statements on their own, each atomic):
    its idle time doubles with each idle check in a row, up to ``IDLE_RECHECK_MAX``.
 
 Steps 3 and 4 are one statement on PostgreSQL (``claiming.postgresql.serve_plan``), a
-statement per key and one per key row elsewhere: a claim whose plan is filled is two
-statements there, whatever the number of keys.
+statement per key and one per key row elsewhere (and for a plan with the key "", whose
+rows are read apart from the partial index of keyed rows): a claim whose plan is filled
+is two statements there, whatever the number of keys.
 
 A round that left keys without rows reads the next ones (``ROUNDS`` at most). A claim
 never waits for a key row: it writes only those it can lock at once (an enqueue holding
@@ -173,10 +174,11 @@ def claim_fair(
     entries of rows another claim has just changed, and a claim that waits while holding
     the rows of its earlier keys can deadlock with another; by primary key it never
     waits. ``serve`` (PostgreSQL): a plan's rows claimed and its turns recorded in one
-    statement. ``atomic``: a transaction for the writes that lock key rows before they
-    write them (PostgreSQL, whose claim is otherwise a statement or two without one)."""
+    statement, for a plan without the key "". ``atomic``: a transaction for the writes
+    that lock rows before they write them (PostgreSQL, whose claim is otherwise a
+    statement or two without one)."""
     request = replace(request, queues=[queue], after=None)
-    serve = serve or functools.partial(_serve, row_lock=row_lock, lock_by_id=lock_by_id)
+    each = functools.partial(_serve, row_lock=row_lock, lock_by_id=lock_by_id)
     jobs: list[ClaimedJob] = []
     passed: set[int] = set()  # keys that gave no row: the next round reads the ones after
     with connection.cursor() as cursor:
@@ -202,7 +204,11 @@ def claim_fair(
             if not shares:
                 continue
             served = plan(shares, wanted)
-            taken = serve(cursor, request, served)
+            if serve is not None and all(share.fair_key for share in served):
+                taken = serve(cursor, request, served)
+            else:  # the key "" reads the queue's rows, not the partial index of keyed rows
+                with atomic():
+                    taken = each(cursor, request, served)
             round_jobs = [job for rows in taken.values() for job in rows]
             # A key with due rows that gave none: another claimer holds them (not idle).
             passed.update(share.id for share, rows in taken.items() if not rows)

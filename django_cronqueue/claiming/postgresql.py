@@ -97,17 +97,16 @@ def claim_fair(
 # A fair queue's plan in one statement: the planned keys (``k``: the key, its rows
 # planned, its row's id, ``used`` and ``weight`` as read, the place of its last job in
 # the plan), each key's rows in claim order (a LIMIT per key, FOR UPDATE SKIP LOCKED
-# inside the LATERAL subquery) picked in a MATERIALIZED CTE read once (see base.ORDER),
-# their UPDATE, and the turns of the keys that gave rows, on those key rows the claim can
-# lock at once: ``used``, and for a key whose turn ended a ``turn_at`` after every other
-# key's, in the order of their last jobs in the plan. The key "" (the queue's rows
-# without a key) reads its rows apart, outside the partial index of keyed rows.
+# inside the LATERAL subquery, on the partial index of keyed rows) picked in a
+# MATERIALIZED CTE read once (see base.ORDER), their UPDATE, and the turns of the keys
+# that gave rows, on those key rows the claim can lock at once: ``used``, and for a key
+# whose turn ended a ``turn_at`` after every other key's, in the order of their last jobs
+# in the plan. A plan with the key "" takes fair.claim_fair's statements per key.
 PLANNED = (
     "WITH k AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::int[], "
     "%s::int[], %s::int[]) AS k(fair_key, n, share_id, used, weight, last)), "
     "picked AS MATERIALIZED (SELECT k.fair_key, j.id FROM k CROSS JOIN LATERAL "
 )
-UNKEYED_PICK = "AND fair_key = '' AND k.fair_key = ''"  # a filter of the key's row: once per key
 SERVED_TURNS = (
     f"claimed AS (UPDATE ONLY {TABLE} SET {claim_set_clause()} "
     f"WHERE id IN (SELECT id FROM picked) RETURNING fair_key, {RETURNED_COLUMNS}), "
@@ -128,13 +127,12 @@ SERVED_TURNS = (
 def serve_plan(
     cursor: Any, request: ClaimRequest, served: list[fair.Share]
 ) -> dict[fair.Share, list[ClaimedJob]]:
-    """``fair.claim_fair``'s ``Serve`` in one statement (``PLANNED``)."""
+    """``fair.claim_fair``'s ``Serve`` in one statement (``PLANNED``), for keys other
+    than ""."""
     connection = cursor.db
     where, params = due_filter(request, request.names)
     sql = (
         f"{PLANNED}(SELECT id FROM ONLY {TABLE} WHERE {where} {PROBED_KEY_ROWS} {ORDER} "
-        f"LIMIT k.n{ROW_LOCK}) j UNION ALL SELECT k.fair_key, j.id FROM k CROSS JOIN LATERAL "
-        f"(SELECT id FROM ONLY {TABLE} WHERE {where} {UNKEYED_PICK} {ORDER} "
         f"LIMIT k.n{ROW_LOCK}) j), {SERVED_TURNS}"
     )
     planned = Counter(served)
@@ -147,7 +145,6 @@ def serve_plan(
         [share.used for share in keys],
         [share.weight for share in keys],
         [last[share] for share in keys],
-        *params,
         *params,
         *claim_set_params(request),
         request.now,
