@@ -98,7 +98,8 @@ IDLE_RECHECK_MAX = dt.timedelta(seconds=8)
 RECHECK_BATCH = 500  # idle keys read again in one statement
 ROUNDS = 6
 # A key's due rows, probed from its row ``s`` (the key's literal inequality, for the
-# partial index as in KEY_ROWS).
+# partial index as in KEY_ROWS), in a scalar subquery: an index probe per key, where an
+# EXISTS over many keys became a hash of every keyed due row of the queue (PostgreSQL).
 PROBED_KEY = "AND fair_key = s.fair_key AND fair_key <> ''"
 # The same from a planned key ``k`` (PostgreSQL's claim of every key's rows at once).
 PROBED_KEY_ROWS = "AND fair_key = k.fair_key AND fair_key <> ''"
@@ -232,8 +233,8 @@ def _read_turns(
         read.execute(
             f"SELECT {SHARE_COLUMNS}, idle_until IS NOT NULL, CASE WHEN s.fair_key = '' THEN "
             f"EXISTS (SELECT 1 FROM {job_rows(connection)} WHERE {where} AND fair_key = '') "
-            f"ELSE EXISTS (SELECT 1 FROM {job_rows(connection)} WHERE {where} {PROBED_KEY}) "
-            f"END FROM {SHARE_TABLE} s WHERE s.id IN (SELECT id FROM ({AWAKE_IDS} "
+            f"ELSE (SELECT 1 FROM {job_rows(connection)} WHERE {where} {PROBED_KEY} LIMIT 1) "
+            f"IS NOT NULL END FROM {SHARE_TABLE} s WHERE s.id IN (SELECT id FROM ({AWAKE_IDS} "
             f"{limit_of(wanted)}) a{OVER_IDS if wake else NO_SQL})",
             adapt(connection, [*params, *params, queue, *([queue, request.now] if wake else [])]),
         )
