@@ -190,9 +190,9 @@ def claim_fair(
             # Each round reads twice as many keys past those passed: a claim after many
             # keys emptied finds the ones with work in a few rounds, not one key at a time.
             read = min(2 ** (round_number + 1) * wanted, RECHECK_BATCH)
-            shares, due = _read_turns(
-                cursor, request, read + len(passed), round_number == 0, row_lock, atomic
-            )
+            first = round_number == 0
+            count = read + len(passed) if first else _rounded(read + len(passed))
+            shares, due = _read_turns(cursor, request, count, first, row_lock, atomic)
             shares = [share for share in shares if share.id not in passed][:read]
             if not shares:
                 break
@@ -252,6 +252,13 @@ def _read_turns(
             awake += _wake(cursor, over, due, request.now, row_lock)
     awake.sort(key=lambda share: (share.turn_at, share.id))
     return awake[:wanted], due
+
+
+def _rounded(wanted: int) -> int:
+    """``wanted`` up to a power of two: a few texts of the prepared statement for the
+    rounds after the first, not one for every count of keys they may read (a round keeps
+    its first ``read`` keys)."""
+    return 1 << max(wanted - 1, 0).bit_length()
 
 
 def _share(row: Sequence[Any]) -> Share:
