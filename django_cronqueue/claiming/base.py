@@ -409,10 +409,15 @@ def read_committed_transaction(connection: BaseDatabaseWrapper) -> Iterator[None
     """
     outermost = not connection.in_atomic_block
     with transaction.atomic(using=connection.alias):
-        if outermost and _isolation_level(connection) != "read committed":
+        if outermost and not reads_committed(connection):
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         yield
+
+
+def reads_committed(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the connection's own transactions run at READ COMMITTED."""
+    return _isolation_level(connection) == "read committed"
 
 
 def _isolation_level(connection: BaseDatabaseWrapper) -> str:

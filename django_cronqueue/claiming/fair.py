@@ -5,12 +5,14 @@ enqueued with a fair key (``FairShare`` rows name the queue). Each (queue, key) 
 ``FairShare`` row; the queue's jobs without a key are the key ``""``.
 
 A claim of a fair queue, in the caller's transaction (locking as the vendor's claim:
-``FOR UPDATE SKIP LOCKED`` on PostgreSQL and MySQL, ``BEGIN IMMEDIATE`` on SQLite):
+``FOR UPDATE SKIP LOCKED`` on PostgreSQL and MySQL, ``BEGIN IMMEDIATE`` on SQLite; on
+PostgreSQL at READ COMMITTED, statements on their own, each atomic):
 
 1. reads the keys in turn order: the key whose last turn ended first (a key never
-   served first). Keys a claim found without due jobs are idle (``idle_until``) and left
-   out until an enqueue of the key wakes them, or until their idle time is over: then a
-   batch of them is read again in one statement, and those with due jobs join the order;
+   served first), each with whether it has due rows, in one statement. Keys a claim
+   found without due jobs are idle (``idle_until``) and left out until an enqueue of the
+   key wakes them, or until their idle time is over: the same statement then reads a
+   batch of them, and those with due jobs join the order;
 2. plans the batch: each key in that order takes what is left of its turn (``weight``
    jobs per turn, ``used`` taken so far), then goes to the back with a full one, until
    the batch is full (weighted round robin);
@@ -20,6 +22,11 @@ A claim of a fair queue, in the caller's transaction (locking as the vendor's cl
    ``turn_at`` after every other key's. A key that gave no row and has none due is marked
    idle, unless an enqueue of it came since step 1 (``enqueued`` changed: compare-and-set);
    its idle time doubles with each idle check in a row, up to ``IDLE_RECHECK_MAX``.
+
+Steps 3 and 4 are one statement on PostgreSQL (``claiming.postgresql.serve_plan``), a
+statement per key and one per key row elsewhere (and for a plan with the key "", whose
+rows are read apart from the partial index of keyed rows): a claim whose plan is filled
+is two statements there, whatever the number of keys.
 
 A round that left keys without rows reads the next ones (``ROUNDS`` at most). A claim
 never waits for a key row: it writes only those it can lock at once (an enqueue holding
@@ -32,15 +39,19 @@ no turns.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..db.cursors import fast_cursor
 from ..models import TURN_NEVER, FairShare
 from .base import (
     ORDER,
@@ -86,6 +97,26 @@ IDLE_RECHECK_MAX = dt.timedelta(seconds=8)
 # walks the queue's pending rows: an idle "" is read again after the longest wait.
 RECHECK_BATCH = 500  # idle keys read again in one statement
 ROUNDS = 6
+# A key's due rows, probed from its row ``s`` (the key's literal inequality, for the
+# partial index as in KEY_ROWS), in a scalar subquery: an index probe per key, where an
+# EXISTS over many keys became a hash of every keyed due row of the queue (PostgreSQL).
+PROBED_KEY = "AND fair_key = s.fair_key AND fair_key <> ''"
+# The same from a planned key ``k`` (PostgreSQL's claim of every key's rows at once).
+PROBED_KEY_ROWS = "AND fair_key = k.fair_key AND fair_key <> ''"
+# The awake keys in turn order (LIMIT given), and the idle keys whose idle time is over.
+# "ORDER BY idle_until" (NULL for all of them) is the order of the index on (queue,
+# idle_until, turn_at): read in that order from the first key on, where "ORDER BY turn_at"
+# alone read every awake key of the queue and sorted them (PostgreSQL does not take
+# "IS NULL" for an equality that leaves the index's next column in order).
+AWAKE_IDS = (
+    f"SELECT id FROM {SHARE_TABLE} WHERE queue = %s AND idle_until IS NULL "
+    "ORDER BY idle_until, turn_at, id"
+)
+OVER_IDS = (
+    f" UNION ALL SELECT id FROM (SELECT id FROM {SHARE_TABLE} WHERE queue = %s "
+    f"AND idle_until <= %s ORDER BY idle_until, id LIMIT {RECHECK_BATCH}) o"
+)
+NO_SQL = ""
 # Keys whose turns end in one claim go to the back in that order, a microsecond apart:
 # turn order stays strict whatever the clock (or an injected ``now``) says.
 TICK = dt.timedelta(microseconds=1)
@@ -120,6 +151,12 @@ def note_enqueued(cursor: Any, queue: str, keys: Iterable[str]) -> None:
     )
 
 
+# Claims the rows of a plan (the keys of the next jobs, in the order their turns serve
+# them) and records the turns of the keys that gave rows; returns each planned key's rows.
+Serve = Callable[[Any, ClaimRequest, list[Share]], dict[Share, list[ClaimedJob]]]
+Atomic = Callable[[], AbstractContextManager[Any]]
+
+
 def claim_fair(
     connection: BaseDatabaseWrapper,
     request: ClaimRequest,
@@ -127,20 +164,25 @@ def claim_fair(
     *,
     row_lock: str,
     lock_by_id: bool = False,
+    serve: Serve | None = None,
+    atomic: Atomic = contextlib.nullcontext,
 ) -> list[ClaimedJob]:
     """Up to ``request.limit`` due jobs of ``queue`` among ``request.names``, in turns
-    between its keys. Runs inside the caller's transaction.
+    between its keys. Runs inside the caller's transaction, if any (see ``atomic``).
 
     ``lock_by_id`` (MariaDB and MySQL): read each key's candidates without locking, then
     lock the claimed rows by primary key. InnoDB's SKIP LOCKED waits on the claim index's
     entries of rows another claim has just changed, and a claim that waits while holding
     the rows of its earlier keys can deadlock with another; by primary key it never
-    waits."""
+    waits. ``serve`` (PostgreSQL): a plan's rows claimed and its turns recorded in one
+    statement, for a plan without the key "". ``atomic``: a transaction for the writes
+    that lock rows before they write them (PostgreSQL, whose claim is otherwise a
+    statement or two without one)."""
     request = replace(request, queues=[queue], after=None)
+    each = functools.partial(_serve, row_lock=row_lock, lock_by_id=lock_by_id)
     jobs: list[ClaimedJob] = []
     passed: set[int] = set()  # keys that gave no row: the next round reads the ones after
     with connection.cursor() as cursor:
-        woken = _wake_due(cursor, request, queue, row_lock)
         for round_number in range(ROUNDS):
             wanted = request.limit - len(jobs)
             if wanted <= 0:
@@ -148,49 +190,75 @@ def claim_fair(
             # Each round reads twice as many keys past those passed: a claim after many
             # keys emptied finds the ones with work in a few rounds, not one key at a time.
             read = min(2 ** (round_number + 1) * wanted, RECHECK_BATCH)
-            shares = turn_order(cursor, queue, read + len(passed), woken)
+            first = round_number == 0
+            count = read + len(passed) if first else _rounded(read + len(passed))
+            shares, due = _read_turns(cursor, request, count, first, row_lock, atomic)
             shares = [share for share in shares if share.id not in passed][:read]
-            woken = []  # awake now: the next rounds read them as they are
             if not shares:
                 break
-            due = _due_keys(cursor, request, shares)  # one statement for them all
             empty = [share for share in shares if share.fair_key not in due]
             passed.update(share.id for share in empty)
-            _mark_idle(cursor, empty, request.now, row_lock)
+            if empty:
+                with atomic():
+                    _mark_idle(cursor, empty, request.now, row_lock)
             shares = [share for share in shares if share.fair_key in due][:wanted]
             if not shares:
                 continue
             served = plan(shares, wanted)
-            planned = Counter(served)
-            take = _take_by_id if lock_by_id else _take
-            taken = {
-                share: take(cursor, request, share.fair_key, planned[share], row_lock)
-                for share in shares
-                if planned[share]
-            }
+            if serve is not None and all(share.fair_key for share in served):
+                taken = serve(cursor, request, served)
+            else:  # the key "" reads the queue's rows, not the partial index of keyed rows
+                with atomic():
+                    taken = each(cursor, request, served)
             round_jobs = [job for rows in taken.values() for job in rows]
-            _claim_rows(cursor, request, [job.id for job in round_jobs])
             # A key with due rows that gave none: another claimer holds them (not idle).
             passed.update(share.id for share, rows in taken.items() if not rows)
-            given = {share: len(rows) for share, rows in taken.items() if rows}
-            _record_turns(cursor, queue, served, given, request.now, row_lock)
             jobs += round_jobs
             if len(round_jobs) == len(served):
                 break  # the plan is filled
     return jobs
 
 
-def turn_order(cursor: Any, queue: str, wanted: int, woken: Sequence[Share] = ()) -> list[Share]:
-    """Up to ``wanted`` awake keys of ``queue`` in turn order (with ``woken``, the keys
-    this claim found due again)."""
-    cursor.execute(
-        f"SELECT {SHARE_COLUMNS} FROM {SHARE_TABLE} WHERE queue = %s AND idle_until IS NULL "
-        f"ORDER BY turn_at, id {limit_of(wanted)}",
-        [queue],
-    )
-    shares = {share.id: share for share in map(_share, cursor.fetchall())}
-    shares.update((share.id, share) for share in woken)
-    return sorted(shares.values(), key=lambda share: (share.turn_at, share.id))[:wanted]
+def _read_turns(
+    cursor: Any, request: ClaimRequest, wanted: int, wake: bool, row_lock: str, atomic: Atomic
+) -> tuple[list[Share], set[str]]:
+    """Up to ``wanted`` awake keys in turn order, and which of them have due rows (locked
+    by another claimer or not), in one statement. With ``wake`` it also reads the idle keys
+    whose idle time is over (a batch, the longest idle first): those with due rows are
+    awake again and take their place in the order, the others idle longer."""
+    connection = cursor.db
+    where, params = due_filter(request, request.names)
+    queue = request.queues[0] if request.queues else ""
+    with fast_cursor(connection, prepared=True) as read:  # the same text claim after claim
+        read.execute(
+            f"SELECT {SHARE_COLUMNS}, idle_until IS NOT NULL, CASE WHEN s.fair_key = '' THEN "
+            f"EXISTS (SELECT 1 FROM {job_rows(connection)} WHERE {where} AND fair_key = '') "
+            f"ELSE (SELECT 1 FROM {job_rows(connection)} WHERE {where} {PROBED_KEY} LIMIT 1) "
+            f"IS NOT NULL END FROM {SHARE_TABLE} s WHERE s.id IN (SELECT id FROM ({AWAKE_IDS} "
+            f"{limit_of(wanted)}) a{OVER_IDS if wake else NO_SQL})",
+            adapt(connection, [*params, *params, queue, *([queue, request.now] if wake else [])]),
+        )
+        rows = read.fetchall()
+    awake: list[Share] = []
+    over: list[Share] = []
+    due: set[str] = set()
+    for row in rows:
+        share = _share(row[:7])
+        (over if row[7] else awake).append(share)
+        if row[8]:
+            due.add(share.fair_key)
+    if over:
+        with atomic():
+            awake += _wake(cursor, over, due, request.now, row_lock)
+    awake.sort(key=lambda share: (share.turn_at, share.id))
+    return awake[:wanted], due
+
+
+def _rounded(wanted: int) -> int:
+    """``wanted`` up to a power of two: a few texts of the prepared statement for the
+    rounds after the first, not one for every count of keys they may read (a round keeps
+    its first ``read`` keys)."""
+    return 1 << max(wanted - 1, 0).bit_length()
 
 
 def _share(row: Sequence[Any]) -> Share:
@@ -199,56 +267,20 @@ def _share(row: Sequence[Any]) -> Share:
     return Share(share_id, fair_key, weight, used, enqueued, turn, idle_checks)
 
 
-def _wake_due(cursor: Any, request: ClaimRequest, queue: str, row_lock: str) -> list[Share]:
-    """The idle keys whose idle time is over (a batch, the longest idle first): those with
-    due jobs are awake again, the others idle longer. Returns those awake."""
-    connection = cursor.db
-    cursor.execute(
-        f"SELECT {SHARE_COLUMNS} FROM {SHARE_TABLE} WHERE queue = %s AND idle_until <= %s "
-        f"ORDER BY idle_until, id LIMIT {RECHECK_BATCH}",
-        adapt(connection, [queue, request.now]),
-    )
-    shares = [_share(row) for row in cursor.fetchall()]
-    if not shares:
-        return []
-    due = _due_keys(cursor, request, shares)
-    woken = [share for share in shares if share.fair_key in due]
-    mine = _lock_shares(cursor, woken, row_lock)
+def _wake(
+    cursor: Any, shares: Sequence[Share], due: set[str], now: dt.datetime, row_lock: str
+) -> list[Share]:
+    """Idle keys whose idle time is over: those with due rows are awake again (those this
+    claim could lock at once), the others idle longer. Returns those awake."""
+    mine = _lock_shares(cursor, [share for share in shares if share.fair_key in due], row_lock)
     if mine:
         cursor.execute(
             f"UPDATE {SHARE_TABLE} SET idle_until = NULL, idle_checks = 0 "
             f"WHERE id IN ({placeholders(mine)})",
             [share.id for share in mine],
         )
-    _mark_idle(
-        cursor, [share for share in shares if share.fair_key not in due], request.now, row_lock
-    )
+    _mark_idle(cursor, [share for share in shares if share.fair_key not in due], now, row_lock)
     return mine
-
-
-def _due_keys(cursor: Any, request: ClaimRequest, shares: Sequence[Share]) -> set[str]:
-    """The keys of ``shares`` that have a due row (locked by another claimer or not)."""
-    connection = cursor.db
-    where, params = due_filter(request, request.names)
-    keys = [share.fair_key for share in shares if share.fair_key]
-    due: set[str] = set()
-    if keys:
-        # One statement: a probe of the partial index of keyed pending rows per key.
-        cursor.execute(
-            f"SELECT fair_key FROM {SHARE_TABLE} s WHERE s.queue = %s AND s.fair_key IN "
-            f"({placeholders(keys)}) AND EXISTS (SELECT 1 FROM {job_rows(connection)} "
-            f"WHERE {where} AND fair_key = s.fair_key AND fair_key <> '')",
-            adapt(connection, [request.queues[0] if request.queues else "", *keys, *params]),
-        )
-        due.update(row[0] for row in cursor.fetchall())
-    if any(not share.fair_key for share in shares):
-        cursor.execute(
-            f"SELECT 1 FROM {job_rows(connection)} WHERE {where} AND fair_key = '' LIMIT 1",
-            adapt(connection, params),
-        )
-        if cursor.fetchone() is not None:
-            due.add("")
-    return due
 
 
 def plan(shares: Sequence[Share], wanted: int) -> list[Share]:
@@ -267,6 +299,24 @@ def plan(shares: Sequence[Share], wanted: int) -> list[Share]:
             left[share] = share.weight
             order.append(order.pop(0))
     return served
+
+
+def _serve(
+    cursor: Any, request: ClaimRequest, served: list[Share], *, row_lock: str, lock_by_id: bool
+) -> dict[Share, list[ClaimedJob]]:
+    """``Serve`` a statement at a time: each planned key's rows, their UPDATE, then the
+    key rows that gave rows."""
+    take = _take_by_id if lock_by_id else _take
+    taken = {
+        share: take(cursor, request, share.fair_key, count, row_lock)
+        for share, count in Counter(served).items()
+    }
+    _claim_rows(cursor, request, [job.id for rows in taken.values() for job in rows])
+    given = {share: len(rows) for share, rows in taken.items() if rows}
+    if given:
+        queue = request.queues[0] if request.queues else ""
+        _record_turns(cursor, queue, served, given, request.now, row_lock=row_lock)
+    return taken
 
 
 def _take(
@@ -328,6 +378,7 @@ def _record_turns(
     served: list[Share],
     given: Mapping[Share, int],
     now: dt.datetime,
+    *,
     row_lock: str,
 ) -> None:
     """Advance the turns of the keys that gave rows: ``used`` by their jobs, and a key

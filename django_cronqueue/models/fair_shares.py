@@ -51,7 +51,11 @@ class FairShare(models.Model):
         ]
         indexes = [
             # A claim's keys in turn order (idle_until NULL), and the idle ones due again.
-            models.Index(fields=["queue", "idle_until", "turn_at"], name="cronqueue_fair_turns"),
+            # The id breaks ties (every key never served has the same turn_at): the first
+            # keys in turn order are the index's first entries, however many keys there are.
+            models.Index(
+                fields=["queue", "idle_until", "turn_at", "id"], name="cronqueue_fair_turns"
+            ),
             # The latest turn of a queue: where a key whose turn ended goes.
             models.Index(fields=["queue", "turn_at"], name="cronqueue_fair_last_turn"),
         ]
