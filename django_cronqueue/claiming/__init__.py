@@ -16,6 +16,7 @@ May import ``history``, ``models``, ``definitions``, ``db``, ``values`` and ``co
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import import_module
@@ -112,13 +113,19 @@ Step = Callable[[BaseDatabaseWrapper, ModuleType, ClaimRequest], list[ClaimedJob
 
 def _uncapped_steps(request: ClaimRequest) -> tuple[Step, ...]:
     """The plain claim, and with fair queues their turns (``fair``) too: which of the two
-    comes first is drawn per claim (from its random token), so that a backlog on either
-    side holds up the other for at most half of the claims."""
+    comes first alternates from one claim of the process to the next, so that a backlog on
+    either side holds up the other for at most every other claim."""
     if not request.fair_queues:
         return PLAIN_STEP
     if request.queues and set(request.queues) <= set(request.fair_queues):
         return FAIR_STEP
-    return FAIR_THEN_PLAIN if int(request.token[-1], 16) % 2 else PLAIN_THEN_FAIR
+    return FAIR_THEN_PLAIN if next(_MIXED_CLAIMS) % 2 else PLAIN_THEN_FAIR
+
+
+# This process's claims of fair and plain queues together, and of several fair queues:
+# counted (atomic under the GIL) to take turns at going first.
+_MIXED_CLAIMS = itertools.count()
+_FAIR_ROTATION = itertools.count()
 
 
 def _plain_step(
@@ -134,7 +141,7 @@ def _fair_step(
 ) -> list[ClaimedJob]:
     jobs: list[ClaimedJob] = []
     queues = list(request.fair_queues)
-    first = int(request.token[-2:], 16) % len(queues)  # no fair queue always goes first
+    first = next(_FAIR_ROTATION) % len(queues)  # each fair queue goes first in turn
     for queue in queues[first:] + queues[:first]:
         wanted = request.limit - len(jobs)
         if wanted > 0:
