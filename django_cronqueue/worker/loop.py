@@ -108,7 +108,6 @@ class Worker(Heartbeat):
         self._signals = 0
         self._cutoff: dt.datetime | None = None  # --once: only what was due at start
         self._skip_capped_until = 0.0
-        self._first_claim = threading.Event()  # a slot's first claim returned
         self.unfinished: list[str] = []  # slots still in a handler when run() returned
         # A fresh one: the first tick syncs every schedule.
         self.housekeeping = Housekeeping(f"worker {self.id}")
@@ -142,19 +141,18 @@ class Worker(Heartbeat):
         self._register()
         if self.mode == "once":
             self._cutoff = self.clock.now()
-        # The first jobs start before the first pass's chores: they wait for no count,
-        # move to history or prune (which a pass leaves to the next rather than wait on
-        # another worker's: a frozen worker cannot hold up this one's leases), and the
-        # chores wait for the first claim (or a poll) rather than take its turns at the GIL.
+        # The first jobs wait for no count, move to history or prune: the first pass's
+        # chores come with the main loop's first pass, a poll later (once and burst, which
+        # may end sooner: after their last claim).
         self._with_database_retry(self._make_due)
         for index in range(self.concurrency):
             self._start_slot(index)
-        self._first_claim.wait(self.poll_interval)
         self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")
         if connections[database_alias()].vendor == "postgresql":
             self._start_helper(self._listen_loop, "cronqueue-listen")
-        self._with_database_retry(self._first_chores)
         self._main_loop()
+        if self.mode != "forever" and not self.stopping.is_set():
+            self._with_database_retry(self._chores)  # each at most once per interval
         return self._shutdown()
 
     def _main_loop(self) -> None:
@@ -171,11 +169,6 @@ class Worker(Heartbeat):
     def _housekeep(self) -> None:
         self._watch_holds()
         self._make_due()
-        self._chores()
-
-    def _first_chores(self) -> None:
-        """The first pass's part after the slots started (``_run``)."""
-        self._watch_holds()
         self._chores()
 
     def _watch_holds(self) -> None:
@@ -386,8 +379,6 @@ class Worker(Heartbeat):
                 )
             noticed = [self._held[i] for i in self._notices.take(job.id for job in jobs)]
         pass_on_noticed(noticed)  # a cancel notice came between the claim and now
-        if not self._first_claim.is_set():
-            self._first_claim.set()
         return jobs
 
     def _run_held(self, jobs: list[ClaimedJob], recorder: Recorder) -> bool:
