@@ -76,6 +76,11 @@ class PruneClock:
                 return True
             return False
 
+    def arm(self, now: dt.datetime) -> None:
+        """As if the chore ran at ``now``: next due one interval later."""
+        with self._lock:
+            self._last = now
+
     def again(self) -> None:
         """The chore was left undone: due again at the next ``due``."""
         with self._lock:

@@ -145,6 +145,8 @@ class Worker(Heartbeat):
         # chores come with the main loop's first pass, a poll later (once and burst, which
         # may end sooner: after their last claim).
         self._with_database_retry(self._make_due)
+        if self.mode == "forever":
+            self.housekeeping.started_at(self.clock.now())
         for index in range(self.concurrency):
             self._start_slot(index)
         self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")

@@ -155,6 +155,15 @@ class Housekeeping:
             recover_expired_leases(now)
         self.fair_queues = known_fair_queues(database_alias(), registry.fair_queues())
 
+    def started_at(self, now: dt.datetime) -> None:
+        """A worker started at ``now`` (forever mode) and left its first pass's chores to
+        its main loop, a poll later, when its first jobs are under way. The counts and the
+        moves to history first come one interval after ``now``, as after a pass at
+        ``now``: a poll later they took from that first drain (a pass counted and moved
+        the rows its first second had finished); the prune still comes with that pass."""
+        self.count_clock.arm(now)
+        self.archive_clock.arm(now)
+
     def chores(self, now: dt.datetime, *, held: bool = False) -> None:
         """What no claim waits for: the counts of finished rows (every minute), moving
         finished rows to history (PostgreSQL and MariaDB, every ten seconds; while the
