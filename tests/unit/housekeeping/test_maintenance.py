@@ -57,3 +57,10 @@ def test_a_chore_left_undone_is_due_again_at_the_next_pass():
     clock.again()
     assert clock.due(T0 + SECOND) is True
     assert clock.due(T0 + 2 * SECOND) is False
+
+
+def test_an_armed_chore_is_due_one_interval_after_the_instant_it_was_armed_at():
+    clock = PruneClock()
+    clock.arm(T0)
+    assert clock.due(T0 + PRUNE_EVERY - SECOND) is False
+    assert clock.due(T0 + PRUNE_EVERY) is True
