@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any
 
@@ -116,18 +116,18 @@ def ensure_mark() -> None:
 
 
 def _make_mark() -> None:
-    """Insert the mark row, unless another process has (``IntegrityError``). Outside a
-    transaction, in one statement that commits as it runs: ``bulk_create`` wraps its
-    INSERT in a transaction of its own, and a worker frozen (SIGSTOP) between the two
-    left the row uncommitted, every other pass's insert waiting on it. Within one, in a
-    savepoint (a refused INSERT ends the transaction on PostgreSQL)."""
+    """Insert the mark row unless it is there. In the caller's transaction, one INSERT
+    that leaves an existing row alone. Outside one, a statement that commits as it runs
+    (a conflict is another process's row): ``bulk_create`` would wrap its INSERT in a
+    transaction of its own, and a worker frozen (SIGSTOP) between the two left the row
+    uncommitted, every other pass's insert waiting on it."""
     alias = database_alias()
-    inside = connections[alias].in_atomic_block
-    try:
-        with transaction.atomic(using=alias) if inside else nullcontext():
-            FinishedCountMark(pk=FinishedCountMark.ONLY).save(using=alias, force_insert=True)
-    except IntegrityError:
-        pass
+    mark = FinishedCountMark(pk=FinishedCountMark.ONLY)
+    if connections[alias].in_atomic_block:
+        FinishedCountMark.objects.using(alias).bulk_create([mark], ignore_conflicts=True)
+        return
+    with suppress(IntegrityError):
+        mark.save(using=alias, force_insert=True)
 
 
 def _counted_by_day() -> bool:
