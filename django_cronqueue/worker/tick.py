@@ -172,7 +172,7 @@ class Housekeeping:
         row moves to history: the move would leave two more row versions per job that no
         vacuum may remove until it ends, and walk the dead ones of the rows moved before."""
         if self.count_clock.due(now):
-            self._unless_counts_busy(self.count_clock, counting.count_finished, now)
+            self._unless_busy(self.count_clock, counting.count_finished, now)
         if self.archive_clock.due(now):
             if held:  # the pass after it counts its own claims, from one batch more
                 self.tally.restart(now)
@@ -180,12 +180,12 @@ class Housekeeping:
                 archive.archive(now, budget=self.tally.archive_budget(now))
         if self.prune_clock.due(now):
             delete_ended_pauses(now)
-            deleted = self._unless_counts_busy(self.prune_clock, prune, now)
+            deleted = self._unless_busy(self.prune_clock, prune, now)
             if deleted:
                 logger.info("Pruned %s finished jobs", deleted)
 
     @staticmethod
-    def _unless_counts_busy(
+    def _unless_busy(
         clock: PruneClock, chore: Callable[[dt.datetime], int], now: dt.datetime
     ) -> int:
         """``chore(now)``; when another process holds what it needs (``history.Busy``: the
