@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from importlib import import_module
 from types import ModuleType
 
@@ -45,6 +44,7 @@ __all__ = [
     "complete_and_claim",
     "complete_successes",
     "is_capped",
+    "load_claim_code",
 ]
 
 
@@ -71,6 +71,12 @@ def _backend(connection: BaseDatabaseWrapper) -> ModuleType:
     return backend
 
 
+def load_claim_code(connection: BaseDatabaseWrapper) -> None:
+    """Import the claim's module for ``connection``'s database now, not in the first
+    claim (a worker's slots, while the first jobs are made due)."""
+    _backend(connection)
+
+
 def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
     if request.limit <= 0 or not (request.names or request.capped or request.limited):
         return []
@@ -81,16 +87,16 @@ def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
     # a steady flow of uncapped jobs cannot starve them; their limits keep them from
     # starving the rest.
     if request.capped:
-        capped = replace(request, names=[], limited={}, after=None, fair_queues=())
+        capped = request._replace(names=[], limited={}, after=None, fair_queues=())
         jobs += backend.claim(connection, capped)
     remaining = request.limit - len(jobs)
     if remaining > 0 and request.limited:
-        limited = replace(request, names=[], capped={}, limit=remaining, after=None, fair_queues=())
+        limited = request._replace(names=[], capped={}, limit=remaining, after=None, fair_queues=())
         jobs += backend.claim_limited(connection, limited)
     for step in _uncapped_steps(request):
         remaining = request.limit - len(jobs)
         if remaining > 0 and request.names:
-            uncapped = replace(request, capped={}, limited={}, limit=remaining)
+            uncapped = request._replace(capped={}, limited={}, limit=remaining)
             jobs += step(connection, backend, uncapped)
     jobs.sort(key=_claim_order(request))
     return _with_lease(jobs, request)
@@ -146,7 +152,7 @@ def _fair_step(
         wanted = request.limit - len(jobs)
         if wanted > 0:
             jobs += backend.claim_fair(
-                connection, replace(request, limit=wanted, fair_queues=()), queue
+                connection, request._replace(limit=wanted, fair_queues=()), queue
             )
     return jobs
 

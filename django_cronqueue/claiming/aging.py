@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import replace
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -60,7 +59,7 @@ def claim_aged(
     Runs inside the caller's transaction."""
     assert request.aging is not None
     aging = request.aging
-    request = replace(request, after=None)
+    request = request._replace(after=None)
     with connection.cursor() as cursor:
         candidates = [
             job

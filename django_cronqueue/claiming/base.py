@@ -8,8 +8,9 @@ import datetime as dt
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -17,7 +18,6 @@ from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from ..db.cursors import fast_cursor
-from ..history.archive.mysql import HOT_ROWS
 from ..models import Job, JobStatus, NameLock, Pause
 from ..models.statuses import STATUS_EXPRESSION
 from ..values import typedjson
@@ -31,8 +31,12 @@ RETURNED_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class FlowLimit:
+NO_NAMES: Mapping[str, Any] = MappingProxyType({})
+
+
+# The claim's values are NamedTuples, not frozen dataclasses: the same immutable records,
+# built in a tenth of the time when a worker starts (and each claim builds a request).
+class FlowLimit(NamedTuple):
     """The flow limits of a name with ``limit_by`` or ``rate_limit``, per limit key."""
 
     concurrency: int | None = None  # running rows per key
@@ -40,8 +44,7 @@ class FlowLimit:
     window: float = 0.0
 
 
-@dataclass(frozen=True)
-class ClaimFloor:
+class ClaimFloor(NamedTuple):
     """Where a claim of the uncapped names starts reading: after this row, at its priority
     (``claiming.floor``)."""
 
@@ -50,18 +53,17 @@ class ClaimFloor:
     id: int
 
 
-@dataclass(frozen=True)
-class ClaimRequest:
+class ClaimRequest(NamedTuple):
     now: dt.datetime
     lease_until: dt.datetime
     token: str
     worker_id: str
     limit: int
     names: Sequence[str]  # known names without a concurrency cap
-    capped: Mapping[str, int] = field(default_factory=dict)  # known name -> cap
+    capped: Mapping[str, int] = NO_NAMES  # known name -> cap
     queues: Sequence[str] | None = None
     # known names with limit_by or rate_limit -> their limits (claimed per limit key)
-    limited: Mapping[str, FlowLimit] = field(default_factory=dict)
+    limited: Mapping[str, FlowLimit] = NO_NAMES
     # The uncapped names' rows only after this one (None: from the head of the order).
     after: ClaimFloor | None = None
     # Queues whose keys take turns (``claiming.fair``): the uncapped names' rows there
@@ -246,7 +248,11 @@ def job_rows(connection: BaseDatabaseWrapper) -> str:
     back there before it makes them pending)."""
     if is_postgresql(connection):
         return f"ONLY {TABLE}"
-    return HOT_ROWS if connection.vendor == "mysql" else TABLE
+    if connection.vendor == "mysql":
+        from ..history.archive.mysql import HOT_ROWS
+
+        return HOT_ROWS
+    return TABLE
 
 
 def running_by_id(connection: BaseDatabaseWrapper) -> str:

@@ -45,8 +45,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -122,8 +121,7 @@ NO_SQL = ""
 TICK = dt.timedelta(microseconds=1)
 
 
-@dataclass(frozen=True)
-class Share:
+class Share(NamedTuple):
     """A key's row as a claim read it."""
 
     id: int
@@ -178,7 +176,7 @@ def claim_fair(
     statement, for a plan without the key "". ``atomic``: a transaction for the writes
     that lock rows before they write them (PostgreSQL, whose claim is otherwise a
     statement or two without one)."""
-    request = replace(request, queues=[queue], after=None)
+    request = request._replace(queues=[queue], after=None)
     each = functools.partial(_serve, row_lock=row_lock, lock_by_id=lock_by_id)
     jobs: list[ClaimedJob] = []
     passed: set[int] = set()  # keys that gave no row: the next round reads the ones after

@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -51,8 +51,7 @@ def database_now(connection: BaseDatabaseWrapper) -> dt.datetime:
     return value  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     """One measurement of this host's clock against the database's."""
 
     offset: float  # seconds this host's clock runs ahead of the database's (< 0: behind)

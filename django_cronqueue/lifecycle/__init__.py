@@ -12,21 +12,9 @@ operators and user code ask for (retry, cancel, run now), ``common`` what they s
 May import ``claiming``, ``history`` and everything below them.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .common import Outcome
-from .operator import (
-    RETRYABLE,
-    Cancellation,
-    cancel,
-    cancel_job,
-    cancel_rows,
-    cancel_text,
-    make_rows_due,
-    mark_skipped,
-    request_cancel_rows,
-    retry,
-    retry_rows,
-    run_now,
-)
 from .running import (
     cancel_requested_among,
     cancelled_message,
@@ -48,6 +36,42 @@ from .workflow import (
     members_succeeded,
     release_downstream,
     upstream_ended_text,
+)
+
+if TYPE_CHECKING:
+    from .operator import (
+        RETRYABLE,
+        Cancellation,
+        cancel,
+        cancel_job,
+        cancel_rows,
+        cancel_text,
+        make_rows_due,
+        mark_skipped,
+        request_cancel_rows,
+        retry,
+        retry_rows,
+        run_now,
+    )
+
+# operator's functions (retry, cancel, run now: operators and user code) and what they
+# import, the history tables among them, load when first asked for (PEP 562): a worker
+# claims and runs jobs without them.
+_OPERATOR = frozenset(
+    (
+        "RETRYABLE",
+        "Cancellation",
+        "cancel",
+        "cancel_job",
+        "cancel_rows",
+        "cancel_text",
+        "make_rows_due",
+        "mark_skipped",
+        "request_cancel_rows",
+        "retry",
+        "retry_rows",
+        "run_now",
+    )
 )
 
 __all__ = [
@@ -83,3 +107,11 @@ __all__ = [
     "upstream_ended_text",
     "write_progress",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _OPERATOR:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import operator
+
+    return getattr(operator, name)

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
@@ -60,8 +59,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """What the occurrences of a schedule are: rows of ``definition`` with ``payload``,
     by ``spec``. ``schedule`` goes into ``Job.schedule``: "" for a code schedule, the
     schedule's name for a dynamic one. None options are the job's."""
@@ -207,8 +205,7 @@ def job_definition(job: Any, schedule: str = "") -> JobDefinition:
 # --- checks -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Fields:
+class _Fields(NamedTuple):
     definition: JobDefinition
     spec: CronSpec
     payload: dict[str, Any]

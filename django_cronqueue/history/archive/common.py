@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...models import Batch, Job, JobDependency
 
@@ -43,8 +43,7 @@ MOVABLE = (
 )
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(NamedTuple):
     """What one pass moves: ``rows`` at most; the first ``owed`` of them whatever the
     queue does (the jobs the worker claimed since its last pass, so that the hot rows
     do not grow), the rest a batch at a time while ``behind()``, if given, is false."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from dataclasses import replace
 from importlib import import_module
 
 import pytest
@@ -392,7 +391,7 @@ def test_a_limited_claim_costs_a_few_statements_whatever_it_takes(t0):
     for tenant in "abcdef":
         for index in range(3):
             enqueue(RATED, {"tenant": tenant, "key": str(index)})
-    request = replace(claim_request(t0, queues=None, limit=20, worker_id="w"), names=[], capped={})
+    request = claim_request(t0, queues=None, limit=20, worker_id="w")._replace(names=[], capped={})
     found: list = []
     statements = statements_of(lambda: found.extend(claim(request, using=database_alias())))
     assert len(found) == 12
