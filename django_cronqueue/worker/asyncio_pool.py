@@ -159,6 +159,7 @@ class AsyncioWorker(Worker):
 
     def _slot_loop(self) -> None:
         self._use_persistent_connections()
+        self._before_first_claim()
         recorder = BatchingRecorder(self.clock.now)
         failures = 0
         try:

@@ -12,6 +12,7 @@ work until it returns, and ``run()`` stops the helpers before it returns.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -34,7 +35,7 @@ from django.db import (
 )
 
 from .. import lifecycle
-from ..claiming import ClaimedJob, claim_request, is_capped
+from ..claiming import ClaimedJob, claim_request, is_capped, load_claim_code
 from ..claiming.floor import ClaimFloors
 from ..conf import database_alias, get_settings, max_clock_skew
 from ..db import clock
@@ -96,6 +97,7 @@ class Worker(Heartbeat):
         # Every time decision uses this clock: the host's, corrected to the database's.
         self.clock = clock.CorrectedClock(f"Worker {self.id}", max_clock_skew())
         self.stopping = threading.Event()
+        self._first_pass_done = threading.Event()  # the slots' first claims wait for it
         self.wake = threading.Event()
         self._wake_lock = threading.Lock()  # stop() against a slot clearing wake
         self._held: dict[int, HeldJob] = {}
@@ -141,14 +143,18 @@ class Worker(Heartbeat):
         self._register()
         if self.mode == "once":
             self._cutoff = self.clock.now()
-        # The first jobs wait for no count, move to history or prune: the first pass's
-        # chores come with the main loop's first pass, a poll later (once and burst, which
-        # may end sooner: after their last claim).
-        self._with_database_retry(self._make_due)
-        if self.mode == "forever":
-            self.housekeeping.started_at(self.clock.now())
+        # The slots open their connections while the first pass makes due what they
+        # claim first (``_before_first_claim``). The first jobs wait for no count, move to
+        # history or prune: the first pass's chores come with the main loop's first pass,
+        # a poll later (once and burst, which may end sooner: after their last claim).
         for index in range(self.concurrency):
             self._start_slot(index)
+        try:
+            self._with_database_retry(self._make_due)
+            if self.mode == "forever":
+                self.housekeeping.started_at(self.clock.now())
+        finally:
+            self._first_pass_done.set()
         self._start_helper(self._heartbeat_loop, "cronqueue-heartbeat")
         if connections[database_alias()].vendor == "postgresql":
             self._start_helper(self._listen_loop, "cronqueue-listen")
@@ -280,8 +286,19 @@ class Worker(Heartbeat):
         self._slots.append(thread)
         thread.start()
 
+    def _before_first_claim(self) -> None:
+        """Open this slot's connection and load the claim's code for its database while
+        the main thread's first pass makes the first jobs due, then wait for that pass:
+        the first claim waits for neither. A failure is left to the claim's own retry."""
+        connection = connections[database_alias()]
+        with contextlib.suppress(DatabaseError, InterfaceError, NotImplementedError):
+            connection.ensure_connection()
+            load_claim_code(connection)
+        self._first_pass_done.wait()
+
     def _slot_loop(self) -> None:
         self._use_persistent_connections()
+        self._before_first_claim()
         failures = 0
         batch = 1  # grows while jobs are quick, back to 1 after a slow job or when idle
         recorder = Recorder(self.clock.now)
@@ -566,19 +583,23 @@ class Worker(Heartbeat):
         def register() -> None:
             self._measure_clock()
             now = self.clock.now()
-            WorkerRow.objects.using(database_alias()).update_or_create(
-                id=self.id,
-                defaults={
-                    "hostname": socket.gethostname()[:255],
-                    "pid": os.getpid(),
-                    "queues": self.queues or [],
-                    "concurrency": self.concurrency,
-                    "started_at": now,
-                    "last_seen": now,
-                    "clock_offset": self.clock.offset,
-                    "job_names": registry.names(),
-                },
-            )
+            fields = {
+                "hostname": socket.gethostname()[:255],
+                "pid": os.getpid(),
+                "queues": self.queues or [],
+                "concurrency": self.concurrency,
+                "started_at": now,
+                "last_seen": now,
+                "clock_offset": self.clock.offset,
+                "job_names": registry.names(),
+            }
+            rows = WorkerRow.objects.using(database_alias())
+            # One INSERT (update_or_create: six statements before the first claim); the
+            # row exists only when an earlier attempt wrote it and then failed.
+            try:
+                rows.create(id=self.id, **fields)
+            except IntegrityError:
+                rows.filter(id=self.id).update(**fields)
 
         self._with_database_retry(register)
 
