@@ -5,6 +5,8 @@ runs in the test's own process, as it does when a test suite or a script calls t
 command, and must stop every thread it started and close every connection they opened.
 """
 
+import datetime as dt
+import os
 import signal
 import threading
 import time
@@ -265,3 +267,34 @@ def test_a_worker_stopped_mid_drain_gives_back_the_jobs_it_claimed_and_did_not_s
     given_back = rows.filter(status="pending")
     assert given_back.count() == 400 - 151
     assert set(given_back.values_list("attempts", "lock_token")) == {(0, None)}
+
+
+def test_a_burst_runs_what_its_first_pass_made_due_before_its_slots_claimed():
+    """The slots connect while the first pass runs, and claim only after it: a job whose
+    lease expired (returned by that pass) is run by the same burst."""
+    long_ago = timezone.now() - dt.timedelta(minutes=10)
+    job = jobs.enqueue(test_jobs.noop, run_at=long_ago)
+    assert len(claim_due(long_ago, queues=None, limit=1, worker_id="crashed-worker")) == 1
+    worker = RunjobsWorker(mode="burst", poll_interval=LONG, concurrency=2)
+    assert worker.run() == 0
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("succeeded", 2)
+
+
+def test_a_worker_registers_over_the_row_an_earlier_attempt_of_its_own_left():
+    worker = RunjobsWorker(mode="burst", concurrency=3)
+    Worker.objects.create(
+        id=worker.id,
+        hostname="elsewhere",
+        pid=1,
+        queues=[],
+        concurrency=1,
+        started_at=timezone.now() - dt.timedelta(days=1),
+        last_seen=timezone.now() - dt.timedelta(days=1),
+        job_names=[],
+    )
+    worker._register()
+    row = Worker.objects.get()
+    assert (row.id, row.concurrency, row.pid) == (worker.id, 3, os.getpid())
+    assert row.last_seen > timezone.now() - dt.timedelta(minutes=1)
+    assert set(row.job_names) == set(registry.names())
