@@ -139,12 +139,14 @@ def write_batch(
 
 
 def _advance_locked(batch: list[Planned], now: dt.datetime) -> list[Planned]:
-    """Lock the rows in primary key order (``FOR UPDATE`` on PostgreSQL and MySQL;
-    SQLite's writer is alone) and advance those whose cursor and ``updated_at`` are still
-    those read: of several schedulers that read the same row, one writes its occurrences
-    and the others skip it. One UPDATE per distinct (next run, last occurrence), which
-    schedules due together mostly share (Django's bulk_update, a CASE per row, is far
-    slower)."""
+    """Lock the rows in primary key order (``FOR UPDATE SKIP LOCKED`` on PostgreSQL and
+    MySQL; SQLite's writer is alone) and advance those whose cursor and ``updated_at`` are
+    still those read: of several schedulers that read the same row, one writes its
+    occurrences and the others skip it. A row another scheduler holds is its to write: a
+    scheduler frozen in its batch holds up no other's (nor the expired leases it returns
+    next), and its schedules are written by the next pass after its transaction ends.
+    One UPDATE per distinct (next run, last occurrence), which schedules due together
+    mostly share (Django's bulk_update, a CASE per row, is far slower)."""
     by_pk = {planned.row.pk: planned for planned in batch}
     won = [
         by_pk[pk]
@@ -164,7 +166,7 @@ def _advance_locked(batch: list[Planned], now: dt.datetime) -> list[Planned]:
 # changes, where Django's pk__in spells out (and the driver splits) 500 placeholders.
 LOCK_UNPAUSED = (
     f"SELECT id, cursor, updated_at FROM {CronSchedule._meta.db_table} "
-    "WHERE id = ANY(%s) AND NOT paused ORDER BY id FOR UPDATE"
+    "WHERE id = ANY(%s) AND NOT paused ORDER BY id FOR UPDATE SKIP LOCKED"
 )
 ADVANCE = (
     f"UPDATE {CronSchedule._meta.db_table} "
@@ -173,8 +175,8 @@ ADVANCE = (
 
 
 def _lock_unpaused(pks: list[int]) -> list[tuple[int, dt.datetime | None, dt.datetime]]:
-    """(pk, cursor, updated_at) of the rows of ``pks`` that are not paused, locked in
-    primary key order."""
+    """(pk, cursor, updated_at) of the rows of ``pks`` that are not paused and no other
+    transaction holds, locked in primary key order."""
     alias = database_alias()
     if connections[alias].vendor == "postgresql":
         with connections[alias].cursor() as cursor:
@@ -182,7 +184,7 @@ def _lock_unpaused(pks: list[int]) -> list[tuple[int, dt.datetime | None, dt.dat
             return list(cursor.fetchall())
     rows = (
         _schedules()
-        .select_for_update()
+        .select_for_update(skip_locked=True)
         .filter(pk__in=pks, paused=False)
         .order_by("pk")
         .values_list("pk", "cursor", "updated_at")

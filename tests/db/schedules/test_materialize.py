@@ -5,9 +5,10 @@ occurrence is not created twice, and a database error falls back to one at a tim
 
 import datetime as dt
 import logging
+import threading
 
 import pytest
-from django.db import IntegrityError
+from django.db import IntegrityError, connection, connections, transaction
 
 from django_cronqueue import signals
 from django_cronqueue.enqueueing import enqueue
@@ -132,3 +133,36 @@ def test_each_occurrence_of_a_batch_is_announced_with_its_saved_row():
         for tenant, name in enumerate(tenants(0, 1, 2))
         for pk in [next(pk for pk, job in saved.items() if job.schedule == name)]
     ]
+
+
+@pytest.mark.skipif(
+    connection.vendor == "sqlite", reason="SQLite's writer is alone: there is no row to hold"
+)
+def test_a_schedule_another_scheduler_holds_is_left_to_it_not_waited_for():
+    """A scheduler that holds a schedule's row (a worker frozen in its batch) holds up no
+    other: the others write every other schedule's occurrences at once (and then return
+    expired leases), and the held one's when its row is free again."""
+    create_tenants(3)
+    held = CronSchedule.objects.get(name="reports.tenant-1")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                list(CronSchedule.objects.select_for_update().filter(pk=held.pk))
+                locked.set()
+                release.wait(20)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        assert Scheduler().materialize(NOW) == 2  # it waited for the row before
+        assert occurrences() == tenants(0, 2)
+    finally:
+        release.set()
+        holder.join(60)
+    assert Scheduler().materialize(NOW) == 1
+    assert occurrences() == tenants(0, 1, 2)
