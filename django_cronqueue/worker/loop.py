@@ -582,24 +582,9 @@ class Worker(Heartbeat):
     def _register(self) -> None:
         def register() -> None:
             self._measure_clock()
-            now = self.clock.now()
-            fields = {
-                "hostname": socket.gethostname()[:255],
-                "pid": os.getpid(),
-                "queues": self.queues or [],
-                "concurrency": self.concurrency,
-                "started_at": now,
-                "last_seen": now,
-                "clock_offset": self.clock.offset,
-                "job_names": registry.names(),
-            }
-            rows = WorkerRow.objects.using(database_alias())
-            # One INSERT (update_or_create: six statements before the first claim); the
-            # row exists only when an earlier attempt wrote it and then failed.
-            try:
-                rows.create(id=self.id, **fields)
-            except IntegrityError:
-                rows.filter(id=self.id).update(**fields)
+            startup.register_worker(
+                self.id, self.queues, self.concurrency, self.clock.now(), self.clock.offset
+            )
 
         self._with_database_retry(register)
 

@@ -1,16 +1,22 @@
-"""What a worker checks and says when it starts: its tables exist, and the banner."""
+"""What a worker checks, writes and says when it starts: its tables exist, its row, and the
+banner."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import os
+import socket
 from collections.abc import Sequence
 
 from django.apps import apps
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections
 
 from .. import __version__
+from ..conf import database_alias
 from ..definitions.registry import registry
 from ..exceptions import NotMigrated
+from ..models import Worker
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -29,6 +35,32 @@ def require_tables(alias: str) -> None:
             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): "
             f"run `python manage.py migrate{option}` first."
         )
+
+
+def register_worker(
+    worker_id: str,
+    queues: Sequence[str] | None,
+    concurrency: int,
+    now: dt.datetime,
+    clock_offset: float,
+) -> None:
+    """Write the worker's row: one INSERT (``update_or_create`` was six statements before
+    the first claim). The row exists only when an earlier attempt wrote it, then failed."""
+    fields = {
+        "hostname": socket.gethostname()[:255],
+        "pid": os.getpid(),
+        "queues": list(queues or []),
+        "concurrency": concurrency,
+        "started_at": now,
+        "last_seen": now,
+        "clock_offset": clock_offset,
+        "job_names": registry.names(),
+    }
+    rows = Worker.objects.using(database_alias())
+    try:
+        rows.create(id=worker_id, **fields)
+    except IntegrityError:
+        rows.filter(id=worker_id).update(**fields)
 
 
 def describe_database(alias: str) -> str:
