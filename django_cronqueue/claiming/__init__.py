@@ -5,7 +5,8 @@ rows of the names this worker knows to ``running`` under a fresh lease and token
 in the order priority DESC, run_at, id, honouring per-name ``concurrency=`` caps and
 the per-key limits of ``limit_by``/``rate_limit`` (``flow``). Names with a cap are
 claimed in a separate step (under their lock rows), names with flow limits in another
-(under their keys' lock rows); the jobs of one claim are returned in claim order.
+(under their keys' lock rows); in fair queues both take their keys' turns
+(``fairflow``). The jobs of one claim are returned in claim order.
 ``complete_and_claim`` also writes a slot's quick successes (one statement on
 PostgreSQL), and ``claim_one`` is eager mode's claim of one given row.
 ``claim_request`` (in ``request``) builds the request from the registry.
@@ -85,14 +86,19 @@ def claim(request: ClaimRequest, *, using: str) -> list[ClaimedJob]:
     jobs: list[ClaimedJob] = []
     # Capped and limited names first, each in their own (costlier) locked step, so that
     # a steady flow of uncapped jobs cannot starve them; their limits keep them from
-    # starving the rest.
-    if request.capped:
-        capped = request._replace(names=[], limited={}, after=None, fair_queues=())
+    # starving the rest. Their rows in fair queues are left to the turns' step (``fairflow``).
+    plain = not _only_fair(request)
+    if request.capped and plain:
+        capped = request._replace(names=[], limited={}, after=None)
         jobs += backend.claim(connection, capped)
     remaining = request.limit - len(jobs)
-    if remaining > 0 and request.limited:
-        limited = request._replace(names=[], capped={}, limit=remaining, after=None, fair_queues=())
+    if remaining > 0 and request.limited and plain:
+        limited = request._replace(names=[], capped={}, limit=remaining, after=None)
         jobs += backend.claim_limited(connection, limited)
+    if request.fair_queues and (request.capped or request.limited):
+        jobs += _fair_flow_step(
+            connection, backend, request._replace(limit=request.limit - len(jobs))
+        )
     for step in _uncapped_steps(request):
         remaining = request.limit - len(jobs)
         if remaining > 0 and request.names:
@@ -117,13 +123,20 @@ def _claim_order(request: ClaimRequest) -> Callable[[ClaimedJob], tuple[int, dt.
 Step = Callable[[BaseDatabaseWrapper, ModuleType, ClaimRequest], list[ClaimedJob]]
 
 
+def _only_fair(request: ClaimRequest) -> bool:
+    """Whether every queue the claim reads takes turns."""
+    return bool(request.fair_queues and request.queues) and set(request.queues or ()) <= set(
+        request.fair_queues
+    )
+
+
 def _uncapped_steps(request: ClaimRequest) -> tuple[Step, ...]:
     """The plain claim, and with fair queues their turns (``fair``) too: which of the two
     comes first alternates from one claim of the process to the next, so that a backlog on
     either side holds up the other for at most every other claim."""
     if not request.fair_queues:
         return PLAIN_STEP
-    if request.queues and set(request.queues) <= set(request.fair_queues):
+    if _only_fair(request):
         return FAIR_STEP
     return FAIR_THEN_PLAIN if next(_MIXED_CLAIMS) % 2 else PLAIN_THEN_FAIR
 
@@ -156,6 +169,24 @@ def _fair_step(
             )
     return jobs
 
+
+def _fair_flow_step(
+    connection: BaseDatabaseWrapper, backend: ModuleType, request: ClaimRequest
+) -> list[ClaimedJob]:
+    """The capped and limited names' rows of the fair queues, in their keys' turns
+    (``fairflow``), each fair queue first in turn."""
+    jobs: list[ClaimedJob] = []
+    queues = list(request.fair_queues)
+    first = next(_FAIR_FLOW_ROTATION) % len(queues)
+    for queue in queues[first:] + queues[:first]:
+        wanted = request.limit - len(jobs)
+        if wanted > 0:
+            step = request._replace(limit=wanted, after=None, fair_queues=())
+            jobs += backend.claim_fair_flow(connection, step, queue)
+    return jobs
+
+
+_FAIR_FLOW_ROTATION = itertools.count()
 
 PLAIN_STEP: tuple[Step, ...] = (_plain_step,)
 FAIR_STEP: tuple[Step, ...] = (_fair_step,)

@@ -72,6 +72,9 @@ class ClaimRequest(NamedTuple):
     # PRIORITY_AGING's (AFTER, EVERY) in seconds: the uncapped names' claim ranks rows by
     # their aged priority (``claiming.aging``). None: by priority.
     aging: tuple[float, float] | None = None
+    # With fair queues: every name this process defines, capped or not, left out of this
+    # claim or not. A key with due rows of any of them is not idle (``claiming.fair``).
+    fair_names: Sequence[str] = ()
 
 
 @dataclass
@@ -380,6 +383,23 @@ def keep_within_caps(
     names = sorted({job.name for job in candidates if job.name in capped})
     if not names:
         return candidates
+    room = cap_room(cursor, names, capped, lock_suffix=lock_suffix)
+    kept = []
+    for job in candidates:
+        if job.name in room:
+            if room[job.name] <= 0:
+                continue
+            room[job.name] -= 1
+        kept.append(job)
+    return kept
+
+
+def cap_room(
+    cursor: Any, names: list[str], capped: Mapping[str, int], *, lock_suffix: str
+) -> dict[str, int]:
+    """The room left under the caps of ``names`` (sorted, capped), counted once their lock
+    rows are locked (in name order): the running count cannot change until the caller's
+    transaction ends."""
     if lock_names(cursor, names, lock_suffix) != set(names):
         # A lock row went missing (deleted by hand): put it back, then lock it. Raw SQL,
         # since SQLite's claim runs in a BEGIN IMMEDIATE that Django does not know of.
@@ -393,14 +413,7 @@ def keep_within_caps(
         lock_names(cursor, names, lock_suffix)
     room = {name: capped[name] - running for name, running in running_counts(cursor, names)}
     room.update({name: capped[name] for name in names if name not in room})
-    kept = []
-    for job in candidates:
-        if job.name in room:
-            if room[job.name] <= 0:
-                continue
-            room[job.name] -= 1
-        kept.append(job)
-    return kept
+    return room
 
 
 @contextmanager

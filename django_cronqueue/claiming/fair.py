@@ -32,9 +32,13 @@ A round that left keys without rows reads the next ones (``ROUNDS`` at most). A 
 never waits for a key row: it writes only those it can lock at once (an enqueue holding
 one is about to wake it anyway), so claims and enqueues never deadlock on them.
 
-A key over its pause gives no row and loses its turn; names with ``concurrency=``,
-``limit_by`` or ``rate_limit`` keep their own locked claims (``claiming.flow``) and take
-no turns.
+A key over its pause gives no row and loses its turn. Names with ``concurrency=``,
+``limit_by`` or ``rate_limit`` take the same turns in their own locked claim
+(``claiming.fairflow``): a key whose rows wait for room under a limit loses its turn too,
+holds up no other key, and is not idle (step 1 reads, for the idle test, the due rows of
+every name the process defines, apart from the rows the claim may take now). Across keys
+turns decide, within a key the usual order: a higher priority goes first within its key,
+not before another key's turn.
 """
 
 from __future__ import annotations
@@ -153,6 +157,8 @@ def note_enqueued(cursor: Any, queue: str, keys: Iterable[str]) -> None:
 # them) and records the turns of the keys that gave rows; returns each planned key's rows.
 Serve = Callable[[Any, ClaimRequest, list[Share]], dict[Share, list[ClaimedJob]]]
 Atomic = Callable[[], AbstractContextManager[Any]]
+# A WHERE clause of job rows and its params.
+Filter = tuple[str, list[Any]]
 
 
 def claim_fair(
@@ -164,6 +170,8 @@ def claim_fair(
     lock_by_id: bool = False,
     serve: Serve | None = None,
     atomic: Atomic = contextlib.nullcontext,
+    ready: Filter | None = None,
+    serve_all: Serve | None = None,
 ) -> list[ClaimedJob]:
     """Up to ``request.limit`` due jobs of ``queue`` among ``request.names``, in turns
     between its keys. Runs inside the caller's transaction, if any (see ``atomic``).
@@ -175,7 +183,9 @@ def claim_fair(
     waits. ``serve`` (PostgreSQL): a plan's rows claimed and its turns recorded in one
     statement, for a plan without the key "". ``atomic``: a transaction for the writes
     that lock rows before they write them (PostgreSQL, whose claim is otherwise a
-    statement or two without one)."""
+    statement or two without one). ``ready`` and ``serve_all`` (``claiming.fairflow``):
+    the rows a key may give now (default: due rows of ``request.names``), and the claim
+    of every plan's rows (in a transaction of its own)."""
     request = request._replace(queues=[queue], after=None)
     each = functools.partial(_serve, row_lock=row_lock, lock_by_id=lock_by_id)
     jobs: list[ClaimedJob] = []
@@ -190,20 +200,24 @@ def claim_fair(
             read = min(2 ** (round_number + 1) * wanted, RECHECK_BATCH)
             first = round_number == 0
             count = read + len(passed) if first else _rounded(read + len(passed))
-            shares, due = _read_turns(cursor, request, count, first, row_lock, atomic)
+            shares, due, can = _read_turns(cursor, request, count, first, row_lock, atomic, ready)
             shares = [share for share in shares if share.id not in passed][:read]
             if not shares:
                 break
             empty = [share for share in shares if share.fair_key not in due]
-            passed.update(share.id for share in empty)
+            # Keys with due rows and none to give now (saturated, or rows of names left out
+            # of this claim) lose their turn, are not idle, and hold up no other key.
+            passed.update(share.id for share in shares if share.fair_key not in can)
             if empty:
                 with atomic():
                     _mark_idle(cursor, empty, request.now, row_lock)
-            shares = [share for share in shares if share.fair_key in due][:wanted]
+            shares = [share for share in shares if share.fair_key in can][:wanted]
             if not shares:
                 continue
             served = plan(shares, wanted)
-            if serve is not None and all(share.fair_key for share in served):
+            if serve_all is not None:
+                taken = serve_all(cursor, request, served)
+            elif serve is not None and all(share.fair_key for share in served):
                 taken = serve(cursor, request, served)
             else:  # the key "" reads the queue's rows, not the partial index of keyed rows
                 with atomic():
@@ -218,38 +232,67 @@ def claim_fair(
 
 
 def _read_turns(
-    cursor: Any, request: ClaimRequest, wanted: int, wake: bool, row_lock: str, atomic: Atomic
-) -> tuple[list[Share], set[str]]:
-    """Up to ``wanted`` awake keys in turn order, and which of them have due rows (locked
-    by another claimer or not), in one statement. With ``wake`` it also reads the idle keys
-    whose idle time is over (a batch, the longest idle first): those with due rows are
-    awake again and take their place in the order, the others idle longer."""
+    cursor: Any,
+    request: ClaimRequest,
+    wanted: int,
+    wake: bool,
+    row_lock: str,
+    atomic: Atomic,
+    ready: Filter | None = None,
+) -> tuple[list[Share], set[str], set[str]]:
+    """Up to ``wanted`` awake keys in turn order, which of them have due rows (locked by
+    another claimer or not) and which have rows this claim may take (``ready``; due rows
+    of ``request.names`` by default), in one statement. With ``wake`` it also reads the
+    idle keys whose idle time is over (a batch, the longest idle first): those with due
+    rows are awake again and take their place in the order, the others idle longer.
+
+    A key is due when it has due rows of any name this process defines
+    (``request.fair_names``), those of capped and limited names too: a key whose rows wait
+    for room under a limit is not idle, and is read again by the next claim."""
     connection = cursor.db
-    where, params = due_filter(request, request.names)
+    where, params = ready or due_filter(request, request.names)
+    probes, probed = _probe(connection, where), [*params, *params]
+    every = request.fair_names or [*request.names, *request.capped, *request.limited]
+    apart = ready is not None or set(every) != set(request.names)
+    if apart:  # a second probe: due rows of every name
+        due_where, due_params = due_filter(request, every)
+        probes += f", {_probe(connection, due_where)}"
+        probed += [*due_params, *due_params]
     queue = request.queues[0] if request.queues else ""
     with fast_cursor(connection, prepared=True) as read:  # the same text claim after claim
         read.execute(
-            f"SELECT {SHARE_COLUMNS}, idle_until IS NOT NULL, CASE WHEN s.fair_key = '' THEN "
-            f"EXISTS (SELECT 1 FROM {job_rows(connection)} WHERE {where} AND fair_key = '') "
-            f"ELSE (SELECT 1 FROM {job_rows(connection)} WHERE {where} {PROBED_KEY} LIMIT 1) "
-            f"IS NOT NULL END FROM {SHARE_TABLE} s WHERE s.id IN (SELECT id FROM ({AWAKE_IDS} "
+            f"SELECT {SHARE_COLUMNS}, idle_until IS NOT NULL, {probes} FROM {SHARE_TABLE} s "
+            f"WHERE s.id IN (SELECT id FROM ({AWAKE_IDS} "
             f"{limit_of(wanted)}) a{OVER_IDS if wake else NO_SQL})",
-            adapt(connection, [*params, *params, queue, *([queue, request.now] if wake else [])]),
+            adapt(connection, [*probed, queue, *([queue, request.now] if wake else [])]),
         )
         rows = read.fetchall()
     awake: list[Share] = []
     over: list[Share] = []
     due: set[str] = set()
+    can: set[str] = set()
     for row in rows:
         share = _share(row[:7])
         (over if row[7] else awake).append(share)
         if row[8]:
+            can.add(share.fair_key)
+        if row[9 if apart else 8]:
             due.add(share.fair_key)
     if over:
         with atomic():
             awake += _wake(cursor, over, due, request.now, row_lock)
     awake.sort(key=lambda share: (share.turn_at, share.id))
-    return awake[:wanted], due
+    return awake[:wanted], due, can
+
+
+def _probe(connection: BaseDatabaseWrapper, where: str) -> str:
+    """Whether the key of the row ``s`` has rows of ``where``: an index probe per key."""
+    return (
+        f"CASE WHEN s.fair_key = '' THEN "
+        f"EXISTS (SELECT 1 FROM {job_rows(connection)} WHERE {where} AND fair_key = '') "
+        f"ELSE (SELECT 1 FROM {job_rows(connection)} WHERE {where} {PROBED_KEY} LIMIT 1) "
+        "IS NOT NULL END"
+    )
 
 
 def _rounded(wanted: int) -> int:

@@ -18,6 +18,8 @@ and MySQL, ``BEGIN IMMEDIATE`` on SQLite):
    saturated, for step 1 of later claims.
 
 Candidates that do not fit are not written: they stay pending, with their ``run_at``.
+In a fair queue the same limits are claimed in the keys' turns (``claiming.fairflow``,
+over ``ready_filter``, ``count_keys``, ``room_of`` and ``plan_of``).
 
 Why the window holds: a claim adds its starts at its ``now`` only while the starts
 logged after ``now - window`` (however far ahead another worker's clock put them) plus
@@ -131,9 +133,27 @@ def candidates_statement(
     connection: BaseDatabaseWrapper, request: ClaimRequest, row_lock: str
 ) -> tuple[str, list[Any]]:
     """The due rows of the limited names, in claim order, minus the saturated keys."""
-    where, params = due_filter(
-        request, list(request.limited), names_as_array=is_postgresql(connection), pauses=False
+    where, params = ready_filter(
+        connection, request, list(request.limited), names_as_array=is_postgresql(connection)
     )
+    sql = (
+        f"SELECT {RETURNED_COLUMNS}, limit_key FROM {job_rows(connection)} WHERE {where} {ORDER} "
+        f"LIMIT %s{row_lock}"
+    )
+    return sql, [*params, request.limit]
+
+
+def ready_filter(
+    connection: BaseDatabaseWrapper,
+    request: ClaimRequest,
+    names: list[str],
+    *,
+    names_as_array: bool,
+) -> tuple[str, list[Any]]:
+    """``WHERE`` clause and params of the due rows of ``names`` that no pause holds, minus
+    those of the limited names' saturated keys (``names`` may hold capped names too: no
+    key of theirs is in the saturated sets)."""
+    where, params = due_filter(request, names, names_as_array=names_as_array, pauses=False)
     where += NOT_PAUSED_SETS
     params += [request.now, request.now]
     if any(limits.rate is not None for limits in request.limited.values()):
@@ -156,11 +176,7 @@ def candidates_statement(
         )
         params += [JobStatus.RUNNING, *capped]
         params += [value for item in capped.items() for value in item]
-    sql = (
-        f"SELECT {RETURNED_COLUMNS}, limit_key FROM {job_rows(connection)} WHERE {where} {ORDER} "
-        f"LIMIT %s{row_lock}"
-    )
-    return sql, [*params, request.limit]
+    return where, params
 
 
 def count_keys(
@@ -204,6 +220,18 @@ def count_keys(
 
 def fit(request: ClaimRequest, candidates: list[Candidate], counts: dict[Key, Counts]) -> Plan:
     """The candidates that fit their keys' limits, in claim order, and what to log."""
+    room = room_of(request, counts)
+    taken: Counter[Key] = Counter()
+    kept: list[Candidate] = []
+    for job, key in candidates:
+        if taken[(job.name, key)] < room[(job.name, key)]:
+            taken[(job.name, key)] += 1
+            kept.append((job, key))
+    return plan_of(request, kept, counts, taken)
+
+
+def room_of(request: ClaimRequest, counts: dict[Key, Counts]) -> dict[Key, int]:
+    """How many more starts each counted key takes now."""
     room: dict[Key, int] = {}
     for pair, found in counts.items():
         limits = request.limited[pair[0]]
@@ -213,12 +241,14 @@ def fit(request: ClaimRequest, candidates: list[Candidate], counts: dict[Key, Co
         if limits.rate is not None:
             left.append(limits.rate - found.starts)
         room[pair] = max(0, min(left))
-    taken: Counter[Key] = Counter()
-    kept: list[Candidate] = []
-    for job, key in candidates:
-        if taken[(job.name, key)] < room[(job.name, key)]:
-            taken[(job.name, key)] += 1
-            kept.append((job, key))
+    return room
+
+
+def plan_of(
+    request: ClaimRequest, kept: list[Candidate], counts: dict[Key, Counts], taken: Counter[Key]
+) -> Plan:
+    """The writes of a claim that keeps ``kept`` (``taken`` of each counted key): their
+    starts (rate-limited names), and the keys it saturated with when each may start again."""
     blocked: list[tuple[Key, dt.datetime]] = []
     for pair, found in counts.items():
         limits = request.limited[pair[0]]
@@ -229,7 +259,11 @@ def fit(request: ClaimRequest, candidates: list[Candidate], counts: dict[Key, Co
         # logged (a limit lowered meanwhile) this is early: the count still decides.
         first = found.oldest if found.starts and found.oldest else request.now
         blocked.append((pair, first + dt.timedelta(seconds=limits.window)))
-    starts = [(job.name, key) for job, key in kept if request.limited[job.name].rate is not None]
+    starts = [
+        (job.name, key)
+        for job, key in kept
+        if job.name in request.limited and request.limited[job.name].rate is not None
+    ]
     return Plan(kept, starts, blocked)
 
 

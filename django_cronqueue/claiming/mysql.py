@@ -11,15 +11,18 @@
 # a lock and then locks the rows it claims by primary key, SKIP LOCKED: InnoDB's SKIP LOCKED
 # waits on the claim index's entries of rows another claim has just changed, and a claim
 # that waited while holding its earlier keys' rows could deadlock with another.
+# A fair queue's capped and limited names (claiming.fairflow) take a transaction per round
+# of turns, their candidates likewise locked by primary key.
 """Claiming on MySQL and MariaDB."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import aging, fair, flow
+from . import aging, fair, fairflow, flow
 from .base import ClaimedJob, ClaimRequest, claim_two_step, read_committed_transaction
 from .flow import FLOW_TABLE
 
@@ -46,6 +49,20 @@ def claim_fair(
 ) -> list[ClaimedJob]:
     with read_committed_transaction(connection):
         return fair.claim_fair(connection, request, queue, row_lock=ROW_LOCK, lock_by_id=True)
+
+
+def claim_fair_flow(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, queue: str
+) -> list[ClaimedJob]:
+    return fairflow.claim_fair_flow(
+        connection,
+        request,
+        queue,
+        row_lock=ROW_LOCK,
+        name_lock=" FOR UPDATE",
+        lock_keys=lock_keys,
+        transaction=functools.partial(read_committed_transaction, connection),
+    )
 
 
 def lock_keys(cursor: Any, keys: list[flow.Key]) -> None:

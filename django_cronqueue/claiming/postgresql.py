@@ -11,7 +11,8 @@
 # (claiming.fair) reads its keys' turns in one statement, then takes every planned key's
 # rows FOR UPDATE SKIP LOCKED, marks them running and writes the turns of the key rows it
 # can lock with SKIP LOCKED too in another (serve_plan): it never waits, and needs no
-# transaction around the two at READ COMMITTED.
+# transaction around the two at READ COMMITTED. A fair queue's capped and limited names
+# (claiming.fairflow) take a READ COMMITTED transaction per round of turns.
 """Claiming on PostgreSQL."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..db.cursors import fast_cursor
 from ..models import JobStatus
 from ..models.statuses import STATUS_EXPRESSION
-from . import aging, fair, flow
+from . import aging, fair, fairflow, flow
 from .base import (
     ORDER,
     PLAIN_SUCCESS,
@@ -91,6 +92,22 @@ def claim_fair(
         row_lock=ROW_LOCK,
         serve=serve_plan,
         atomic=functools.partial(transaction.atomic, using=connection.alias),
+    )
+
+
+def claim_fair_flow(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, queue: str
+) -> list[ClaimedJob]:
+    """A fair queue's capped and limited names in turns: a transaction per round."""
+    return fairflow.claim_fair_flow(
+        connection,
+        request,
+        queue,
+        row_lock=ROW_LOCK,
+        name_lock=" FOR UPDATE",
+        lock_keys=lock_keys,
+        write=write_plan,
+        transaction=functools.partial(read_committed_transaction, connection),
     )
 
 

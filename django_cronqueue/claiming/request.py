@@ -43,6 +43,7 @@ def claim_request(
             uncapped.append(definition.name)
         elif include_capped:
             capped[definition.name] = definition.concurrency
+    fair_here = sorted(q for q in fair if not queues or q in queues) if fair else ()
     return ClaimRequest(
         now=now,
         lease_until=lease_until or now + dt.timedelta(seconds=get_settings().LEASE),
@@ -54,8 +55,9 @@ def claim_request(
         queues=list(queues) if queues else None,
         limited=limited,
         after=after,
-        fair_queues=sorted(q for q in fair if not queues or q in queues) if fair else (),
+        fair_queues=fair_here,
         aging=priority_aging(),
+        fair_names=[d.name for d in registry] if fair_here else (),
     )
 
 

@@ -5,7 +5,8 @@
 # same holds for names with limit_by or rate_limit (claiming.flow): no FlowLock row needs
 # locking, only the saturated keys' blocked_until is written. A fair queue's claim
 # (claiming.fair) and the claim ranked by aged priority (claiming.aging) run in a BEGIN
-# IMMEDIATE transaction as well.
+# IMMEDIATE transaction as well, and so does a fair queue's claim of its capped and
+# limited names (claiming.fairflow).
 """Claiming on SQLite (3.35 or newer, for RETURNING)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import aging, fair, flow
+from . import aging, fair, fairflow, flow
 from .base import ClaimedJob, ClaimRequest, claim_returning, claim_two_step
 
 
@@ -42,6 +43,15 @@ def claim_fair(
 ) -> list[ClaimedJob]:
     with immediate_transaction(connection):
         return fair.claim_fair(connection, request, queue, row_lock="")
+
+
+def claim_fair_flow(
+    connection: BaseDatabaseWrapper, request: ClaimRequest, queue: str
+) -> list[ClaimedJob]:
+    with immediate_transaction(connection):
+        return fairflow.claim_fair_flow(
+            connection, request, queue, row_lock="", name_lock="", lock_keys=None
+        )
 
 
 @contextmanager
