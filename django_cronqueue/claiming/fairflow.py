@@ -54,6 +54,7 @@ from .base import (
     row_to_job,
     saturated_names,
 )
+from .fair import KEY_ROWS, UNKEYED_ROWS
 
 # The candidates of a plan, still due and pending, locked by id (skipping those another
 # claimer holds). On PostgreSQL the status is an expression no index reads, so that the
@@ -176,10 +177,9 @@ def _candidates(
     order, read without a lock."""
     connection = cursor.db
     where, params = ready
-    rows = fair.KEY_ROWS if fair_key else fair.UNKEYED_ROWS
     cursor.execute(
         f"SELECT {RETURNED_COLUMNS}, limit_key FROM {job_rows(connection)} WHERE {where} "
-        f"{rows} {ORDER} {limit_of(count)}",
+        f"{KEY_ROWS if fair_key else UNKEYED_ROWS} {ORDER} {limit_of(count)}",
         adapt(connection, [*params, fair_key]),
     )
     return [

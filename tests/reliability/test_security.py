@@ -158,6 +158,7 @@ SAFE_NAMES = {
     "sql", "alias", "col", "table",  # dashboard: compiled ORM SQL and quoted names
     "which",  # archive: ENDED or SUCCEEDED_ON_DAY (asserted there)
     "definition",  # archive: an index's columns, from its INDEXES constant
+    "probes",  # claiming/fair.py: _probe()s, joined by ", "
 }  # fmt: skip
 # limit_clause(): "LIMIT " and an int() of the claim's size.
 # job_rows(): the job table's name, after "ONLY" on PostgreSQL.
@@ -165,6 +166,7 @@ SAFE_NAMES = {
 SAFE_CALLS = {
     "placeholders", "claim_set_clause", "limit_clause", "limit_of", "quote_name", "quote",
     "job_rows", "running_by_id",
+    "_probe",  # claiming/fair.py: fixed text around a where (due_filter) and job_rows()
 }  # fmt: skip
 
 
