@@ -289,7 +289,7 @@ def cancelled_message(at: dt.datetime | None, by: str, reason: str) -> str:
     return f"{text}: {reason}" if reason else text
 
 
-def _held_row(job: ClaimedJob) -> dict[str, Any] | None:
+def _held_row(job: ClaimedJob) -> Mapping[str, Any] | None:
     """What the end of an attempt reads of its row while its claim holds it: a cancel
     request (the row decides, not this process's view: a request may have come after
     the last heartbeat), and the attempt's start and worker. None: the lease was lost."""
