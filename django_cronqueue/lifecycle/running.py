@@ -53,6 +53,7 @@ def complete_success(
     now: dt.datetime,
     result: Any = None,
     progress: dict[str, Any] | None = None,
+    attempt_row: bool = True,
 ) -> bool:
     """running -> succeeded, only if this claim still holds the lease. A handler that
     returned normally succeeded, even if a cancel was requested meanwhile: its work is done.
@@ -60,31 +61,11 @@ def complete_success(
     A result the database refuses (IntegrityError, DataError: a limit no check knew
     of) is dropped and logged, and the success recorded without it.
 
-    A success after an earlier attempt also writes its attempt row (``JobAttempt``);
-    a first-attempt success costs only the comparison that tells it apart."""
-    if job.attempts > 1:
+    A success after an earlier attempt also writes its attempt row (``JobAttempt``) in
+    the same transaction (``attempt_row=False``: the caller does). A first-attempt
+    success costs only the comparison that tells it apart."""
+    if job.attempts > 1 and attempt_row:
         return _complete_later_success(job, now=now, result=result, progress=progress)
-    return _complete_success(job, now=now, result=result, progress=progress)
-
-
-def _complete_later_success(
-    job: ClaimedJob, *, now: dt.datetime, result: Any, progress: dict[str, Any] | None
-) -> bool:
-    """The success of an attempt after the first, and its attempt row, in one
-    transaction."""
-    with transaction.atomic(using=database_alias()):
-        row = _running(job).values("started_at", "worker_id").first()
-        end = AttemptEnd.of_row(
-            row, job.id, job.attempts, outcome=AttemptOutcome.SUCCEEDED, finished_at=now
-        )
-        return bool(
-            recorded(int(_complete_success(job, now=now, result=result, progress=progress)), end)
-        )
-
-
-def _complete_success(
-    job: ClaimedJob, *, now: dt.datetime, result: Any, progress: dict[str, Any] | None
-) -> bool:
     changes = {
         "status": JobStatus.SUCCEEDED,
         "finished_at": now,
@@ -105,6 +86,22 @@ def _complete_success(
     if not updated:
         log_discarded(job, "success")
     return bool(updated)
+
+
+def _complete_later_success(
+    job: ClaimedJob, *, now: dt.datetime, result: Any, progress: dict[str, Any] | None
+) -> bool:
+    """The success of an attempt after the first, and its attempt row, in one
+    transaction."""
+    with transaction.atomic(using=database_alias()):
+        row = _running(job).values("started_at", "worker_id").first()
+        end = AttemptEnd.of_row(
+            row, job.id, job.attempts, outcome=AttemptOutcome.SUCCEEDED, finished_at=now
+        )
+        written = complete_success(
+            job, now=now, result=result, progress=progress, attempt_row=False
+        )
+        return bool(recorded(int(written), end))
 
 
 def ended_without_success(write: Callable[[], int], job_id: int, now: dt.datetime) -> int:
