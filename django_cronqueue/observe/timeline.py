@@ -59,12 +59,11 @@ class AttemptView:
 
     @property
     def then(self) -> str:
-        """What followed the attempt for the job: ``"retry due at ..."``, ``"snoozed
-        until ..."``, or "" when the job ended with it or it still runs."""
+        """What followed the attempt for the job, before ``retry_at``: ``"retry due
+        at"`` or ``"snoozed until"``; "" when the job ended with it or it still runs."""
         if self.retry_at is None:
             return ""
-        when = self.retry_at.isoformat(sep=" ", timespec="seconds")
-        return f"snoozed until {when}" if self.outcome == "snoozed" else f"retry due at {when}"
+        return "snoozed until" if self.outcome == AttemptOutcome.SNOOZED else "retry due at"
 
 
 @dataclass(frozen=True)
@@ -214,7 +213,6 @@ def _attempt_event(attempt: AttemptView) -> TimelineEvent:
         attempt.started_at or attempt.finished_at,
         "attempt",
         title,
-        detail=attempt.then,
         who=attempt.worker,
         attempt=attempt,
     )
