@@ -56,6 +56,7 @@ from .renderers import (
     zone,
 )
 from .search import as_id, fits, search, search_words
+from .timeline import job_timeline_context
 from .workflows import batch_text, blocked_text, linked_jobs, links_of
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
@@ -499,6 +500,7 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
             context["cq_orphan"] = job.name not in registry
             if job.status == JobStatus.PENDING:
                 context["cq_held_by"] = self.held_by(job)
+            context.update(job_timeline_context(job))
         context["dashboard_url"] = self.dashboard_url()
         return super().change_view(request, object_id, form_url, context)
 

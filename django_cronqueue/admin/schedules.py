@@ -38,6 +38,7 @@ from .renderers import (
 )
 from .schedule_editing import EditableScheduleAdmin
 from .search import fits, search
+from .timeline import schedule_log_context
 
 NOT_DEFINED = "no code in this process defines it"
 #: One call of ``CronSchedule.backfill`` creates at most this many occurrences.
@@ -458,6 +459,8 @@ class CronScheduleAdmin(EditableScheduleAdmin):
             context["cq_buttons"] = buttons
             if schedule.active:
                 context["cq_backfill_url"] = self.url_of(schedule, "backfill")
+        if schedule is not None:
+            context.update(schedule_log_context(schedule))
         context["dashboard_url"] = self.dashboard_url()
         return super().change_view(request, object_id, form_url, context)
 

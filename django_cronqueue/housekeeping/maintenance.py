@@ -18,7 +18,16 @@ from ..db.cursors import fast_cursor
 from ..definitions.registry import registry
 from ..history import archive, counting
 from ..lifecycle import lose_lease
-from ..models import Batch, FlowLock, Job, JobDependency, JobStart, JobStatus, Worker
+from ..models import (
+    Batch,
+    FlowLock,
+    Job,
+    JobAttempt,
+    JobDependency,
+    JobStart,
+    JobStatus,
+    Worker,
+)
 
 EXPIRED_BATCH = 500
 DEAD_WORKER_AGE = dt.timedelta(days=1)
@@ -221,8 +230,9 @@ def _delete_in_batches(statuses: list[str], cutoff: dt.datetime, batch_size: int
 
 def _delete_jobs(ids: list[int]) -> int:
     """Delete these job rows and what points at them, as ``QuerySet.delete()`` would
-    (dependency links cascade, a batch's callback is set to NULL), with one statement
-    per table, and none for a table that is empty (a site that uses no workflows):
+    (dependency links and attempt rows cascade, a batch's callback is set to NULL), with
+    one statement per table, and none for a workflow table that is empty (a site that
+    uses no workflows):
     ``delete()`` loads every row as a model instance first, because jobs are pointed at,
     which made a prune of millions of rows take half an hour."""
     alias = database_alias()
@@ -233,6 +243,9 @@ def _delete_jobs(ids: list[int]) -> int:
     if batches.exists():
         batches.filter(then_job_id__in=ids).update(then_job=None)
         batches.filter(finally_job_id__in=ids).update(finally_job=None)
+    # No database constraint links an attempt to its job (see JobAttempt): its delete
+    # is this one, in the transaction of the job's.
+    JobAttempt.objects.using(alias).filter(job_id__in=ids).delete()
     connection = connections[alias]
     table = connection.ops.quote_name(Job._meta.db_table)
     params: list[Any]

@@ -69,7 +69,7 @@ _FAILURE_TEXT_LIMITS = {
 _UNSTORABLE_TEXT_ERRORS = frozenset({1366, 1300})
 
 
-def _is_unstorable_text(exc: DatabaseError) -> bool:
+def is_unstorable_text(exc: DatabaseError) -> bool:
     return bool(exc.args) and exc.args[0] in _UNSTORABLE_TEXT_ERRORS
 
 
@@ -82,7 +82,7 @@ def write_failure(rows: QuerySet[Job], changes: dict[str, Any], job_id: int, nam
         with undoable():
             return rows.update(**changes)
     except DatabaseError as exc:
-        if _is_unstorable_text(exc):
+        if is_unstorable_text(exc):
             logger.warning(
                 "Job %s #%s: the database cannot store a character of its error (%s); it is "
                 "stored with non-ASCII characters escaped. Run migrate (migration 0004 makes "

@@ -22,7 +22,7 @@ from ..db.notify import wake_workers
 from ..definitions.registry import JobDefinition
 from ..exceptions import LeaseLost, Snooze
 from ..history import counting
-from ..models import Job, JobStatus
+from ..models import AttemptOutcome, Job, JobStatus
 from ..values.error_text import (
     MAX_ERROR_CHARS,
     class_path,
@@ -31,6 +31,7 @@ from ..values.error_text import (
     format_traceback,
 )
 from . import workflow
+from .attempts import AttemptEnd, failed_attempt, lost_attempt, recorded
 from .common import (
     Outcome,
     job_rows,
@@ -52,12 +53,19 @@ def complete_success(
     now: dt.datetime,
     result: Any = None,
     progress: dict[str, Any] | None = None,
+    attempt_row: bool = True,
 ) -> bool:
     """running -> succeeded, only if this claim still holds the lease. A handler that
     returned normally succeeded, even if a cancel was requested meanwhile: its work is done.
 
     A result the database refuses (IntegrityError, DataError: a limit no check knew
-    of) is dropped and logged, and the success recorded without it."""
+    of) is dropped and logged, and the success recorded without it.
+
+    A success after an earlier attempt also writes its attempt row (``JobAttempt``) in
+    the same transaction (``attempt_row=False``: the caller does). A first-attempt
+    success costs only the comparison that tells it apart."""
+    if job.attempts > 1 and attempt_row:
+        return _complete_later_success(job, now=now, result=result, progress=progress)
     changes = {
         "status": JobStatus.SUCCEEDED,
         "finished_at": now,
@@ -78,6 +86,22 @@ def complete_success(
     if not updated:
         log_discarded(job, "success")
     return bool(updated)
+
+
+def _complete_later_success(
+    job: ClaimedJob, *, now: dt.datetime, result: Any, progress: dict[str, Any] | None
+) -> bool:
+    """The success of an attempt after the first, and its attempt row, in one
+    transaction."""
+    with transaction.atomic(using=database_alias()):
+        row = _running(job).values("started_at", "worker_id").first()
+        end = AttemptEnd.of_row(
+            row, job.id, job.attempts, outcome=AttemptOutcome.SUCCEEDED, finished_at=now
+        )
+        written = complete_success(
+            job, now=now, result=result, progress=progress, attempt_row=False
+        )
+        return bool(recorded(int(written), end))
 
 
 def ended_without_success(write: Callable[[], int], job_id: int, now: dt.datetime) -> int:
@@ -152,10 +176,11 @@ def complete_failure(
 ) -> Outcome:
     """running -> pending (a retry, after the backoff) or failed (no attempt left, or
     ``final``); or cancelled, when a cancel of the job was requested. Returns the
-    outcome: RETRYING, FAILED, CANCELLED or DISCARDED (the lease was lost meanwhile)."""
-    cancelled = _finish_if_cancel_requested(job, exc, now=now, progress=progress)
-    if cancelled is not None:
-        return cancelled
+    outcome: RETRYING, FAILED, CANCELLED or DISCARDED (the lease was lost meanwhile).
+    The attempt's row (``JobAttempt``) is written with the job's."""
+    row = _held_row(job)
+    if row is not None and row["cancel_requested_at"] is not None:
+        return _finish_cancelled(job, row, exc, now=now, progress=progress)
     failure = {
         "last_error": describe(exc),
         "traceback": format_traceback(exc),
@@ -166,18 +191,16 @@ def complete_failure(
     if job.attempts < job.max_attempts and not final:
         delay = _backoff_delay(definition, job.attempts)
         run_at = now + dt.timedelta(seconds=delay)
-        updated = write_failure(
-            guard,
-            {
-                "status": JobStatus.PENDING,
-                "run_at": run_at,
-                "locked_until": None,
-                "lock_token": None,
-                **failure,
-            },
-            job.id,
-            job.name,
-        )
+        changes = {
+            "status": JobStatus.PENDING,
+            "run_at": run_at,
+            "locked_until": None,
+            "lock_token": None,
+            **failure,
+        }
+        end = failed_attempt(row, job.id, job.attempts, failure, now, retry_at=run_at)
+        with transaction.atomic(using=database_alias()):
+            updated = recorded(write_failure(guard, changes, job.id, job.name), end)
         if updated:
             signals.send(signals.job_retrying, job.name, job=job, exc=exc, run_at=run_at)
             return Outcome.RETRYING
@@ -190,8 +213,9 @@ def complete_failure(
             "active_dedupe_key": None,
             **failure,
         }
+        end = failed_attempt(row, job.id, job.attempts, failure, now, retry_at=None)
         updated = ended_without_success(
-            lambda: write_failure(guard, changes, job.id, job.name), job.id, now
+            lambda: recorded(write_failure(guard, changes, job.id, job.name), end), job.id, now
         )
         if updated:
             report_failure(definition, job.id, exc)
@@ -209,22 +233,36 @@ def complete_snooze(
 ) -> Outcome:
     """running -> pending, due at ``now + snooze.delay``, the attempt given back and
     ``snoozes`` counted; the lease is released at once. A job whose cancel was requested
-    ends cancelled instead. Returns SNOOZED, CANCELLED or DISCARDED."""
-    cancelled = _finish_if_cancel_requested(job, snooze, now=now, progress=progress)
-    if cancelled is not None:
-        return cancelled
+    ends cancelled instead. Returns SNOOZED, CANCELLED or DISCARDED. The attempt's row
+    (``JobAttempt``) is written with the job's."""
+    row = _held_row(job)
+    if row is not None and row["cancel_requested_at"] is not None:
+        return _finish_cancelled(job, row, snooze, now=now, progress=progress)
     run_at = now + snooze.delay
-    updated = _running(job).update(
-        status=JobStatus.PENDING,
-        run_at=run_at,
-        attempts=F("attempts") - 1,
-        snoozes=F("snoozes") + 1,
-        locked_until=None,
-        lock_token=None,
-        worker_id="",
-        started_at=None,
-        **_progress_change(progress),
+    end = AttemptEnd.of_row(
+        row,
+        job.id,
+        job.attempts,
+        outcome=AttemptOutcome.SNOOZED,
+        finished_at=now,
+        error=describe(snooze),
+        retry_at=run_at,
     )
+    with transaction.atomic(using=database_alias()):
+        updated = recorded(
+            _running(job).update(
+                status=JobStatus.PENDING,
+                run_at=run_at,
+                attempts=F("attempts") - 1,
+                snoozes=F("snoozes") + 1,
+                locked_until=None,
+                lock_token=None,
+                worker_id="",
+                started_at=None,
+                **_progress_change(progress),
+            ),
+            end,
+        )
     if not updated:
         log_discarded(job, "snooze")
         return Outcome.DISCARDED
@@ -248,20 +286,33 @@ def cancelled_message(at: dt.datetime | None, by: str, reason: str) -> str:
     return f"{text}: {reason}" if reason else text
 
 
-def _finish_if_cancel_requested(
-    job: ClaimedJob, exc: BaseException, *, now: dt.datetime, progress: dict[str, Any] | None
-) -> Outcome | None:
-    """A handler raised after a cancel of its job was requested: running -> cancelled,
-    no retry, no ``on_failed``. None when no cancel was requested (the row decides,
-    not this process's view: a request may have come after the last heartbeat)."""
-    request = (
+def _held_row(job: ClaimedJob) -> Mapping[str, Any] | None:
+    """What the end of an attempt reads of its row while its claim holds it: a cancel
+    request (the row decides, not this process's view: a request may have come after
+    the last heartbeat), and the attempt's start and worker. None: the lease was lost."""
+    return (
         _running(job)
-        .filter(cancel_requested_at__isnull=False)
-        .values("cancel_requested_at", "cancel_requested_by", "cancel_reason")
+        .values(
+            "cancel_requested_at",
+            "cancel_requested_by",
+            "cancel_reason",
+            "started_at",
+            "worker_id",
+        )
         .first()
     )
-    if request is None:
-        return None
+
+
+def _finish_cancelled(
+    job: ClaimedJob,
+    request: Mapping[str, Any],
+    exc: BaseException,
+    *,
+    now: dt.datetime,
+    progress: dict[str, Any] | None,
+) -> Outcome:
+    """A handler raised after a cancel of its job was requested (``request``, its row):
+    running -> cancelled, no retry, no ``on_failed``."""
     message = cancelled_message(
         request["cancel_requested_at"], request["cancel_requested_by"], request["cancel_reason"]
     )
@@ -271,8 +322,19 @@ def _finish_if_cancel_requested(
         "exception_class_path": class_path(exc),
         **_progress_change(progress),
     }
+    end = AttemptEnd.of_row(
+        request,
+        job.id,
+        job.attempts,
+        outcome=AttemptOutcome.CANCELLED,
+        finished_at=now,
+        error=changes["last_error"],
+        traceback=changes["traceback"],
+    )
     updated = ended_without_success(
-        lambda: write_failure(_running(job), changes, job.id, job.name), job.id, now
+        lambda: recorded(write_failure(_running(job), changes, job.id, job.name), end),
+        job.id,
+        now,
     )
     if not updated:
         log_discarded(job, "cancellation")
@@ -457,7 +519,10 @@ def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt
             row["cancel_requested_at"], row["cancel_requested_by"], row["cancel_reason"]
         )
         cancelled = _cancelled_changes(f"{message} (its lease was lost)", now)
-        if not ended_without_success(lambda: guard.update(**cancelled), row["id"], now):
+        end = lost_attempt(row, now, cancelled["last_error"], retry_at=None)
+        if not ended_without_success(
+            lambda: recorded(guard.update(**cancelled), end), row["id"], now
+        ):
             return False
         _announce_cancelled(row["id"], row["name"], row)
         return True
@@ -475,12 +540,16 @@ def lose_lease(row: Mapping[str, Any], definition: JobDefinition | None, now: dt
         changes.update(status=JobStatus.FAILED, finished_at=now, active_dedupe_key=None)
     else:
         changes.update(status=JobStatus.PENDING, run_at=now)
+    end = lost_attempt(row, now, error, retry_at=None if final else now)
     if final:
         updated = ended_without_success(
-            lambda: write_failure(guard, changes, row["id"], row["name"]), row["id"], now
+            lambda: recorded(write_failure(guard, changes, row["id"], row["name"]), end),
+            row["id"],
+            now,
         )
     else:
-        updated = write_failure(guard, changes, row["id"], row["name"])
+        with transaction.atomic(using=database_alias()):
+            updated = recorded(write_failure(guard, changes, row["id"], row["name"]), end)
     if not updated:
         return False
     if not final and signals.job_retrying.receivers:

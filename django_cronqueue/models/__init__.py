@@ -1,6 +1,7 @@
 """The tables: jobs, cron schedules, worker heartbeats, per-name concurrency locks,
 pauses of queues and job names, and the flow-control locks and start log (and, from
-``finished_counts``, the counts of finished rows); ``statuses`` holds a job's statuses and
+``finished_counts``, the counts of finished rows; from ``attempts``, the attempts of
+the jobs that ran more than once); ``statuses`` holds a job's statuses and
 ``fields`` the package's own model field. ``django_cronqueue.models`` is the public path
 of every model.
 
@@ -33,6 +34,7 @@ from ..values.validation import (
     MAX_TRACEPARENT_LENGTH,
     MAX_ZONE_NAME_LENGTH,
 )
+from .attempts import AttemptOutcome, JobAttempt
 from .fair_shares import TURN_NEVER, FairShare
 from .fields import ExactCharField
 from .finished_counts import FinishedCount, FinishedCountMark, FinishedDayCount
@@ -42,6 +44,7 @@ __all__ = [
     "FINISHED_STATUSES",
     "MAX_DEDUPE_KEY_LENGTH",
     "TURN_NEVER",
+    "AttemptOutcome",
     "Batch",
     "CronSchedule",
     "CronScheduleSource",
@@ -52,6 +55,7 @@ __all__ = [
     "FinishedDayCount",
     "FlowLock",
     "Job",
+    "JobAttempt",
     "JobDependency",
     "JobStart",
     "JobStatus",

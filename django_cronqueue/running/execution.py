@@ -260,9 +260,9 @@ def announce_successes(outcomes: Sequence[Call]) -> None:
 class Recorder:
     """Records outcomes for a worker slot, batching quick successes.
 
-    A success whose handler returned None and took under ``QUICK`` seconds waits in a
-    batch; the batch is written when a slow or failed job comes, when it is ``MAX_WAIT``
-    old, or on ``flush()``. Everything else is written at once.
+    A first attempt's success whose handler returned None and took under ``QUICK``
+    seconds waits in a batch; the batch is written when a slow or failed job comes, when
+    it is ``MAX_WAIT`` old, or on ``flush()``. Everything else is written at once.
     """
 
     QUICK = 0.005
@@ -277,6 +277,7 @@ class Recorder:
         quick = (
             outcome.succeeded
             and not outcome.job.has_downstream  # recorded alone, releasing its downstream
+            and outcome.job.attempts == 1  # a later attempt's success writes its attempt row
             and outcome.result is None
             and outcome.progress is None
             and outcome.duration < self.QUICK

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from django_cronqueue.models import JobStatus
+from django_cronqueue.models import JobAttempt, JobStatus
 from tests.admin.conftest import messages_of
 from tests.factories import CronScheduleFactory, JobFactory, WorkerFactory
 
@@ -75,6 +75,37 @@ def test_lease_holder_of_a_running_job_escapes(admin_client, evil_job):
     html = admin_client.get(url).content.decode()
     assert_escaped(html)
     assert "&lt;script&gt;alert(10)&lt;/script&gt;" in html  # the worker's host
+
+
+def test_job_timeline_escapes_attempts_and_admin_log_entries(admin_client, evil_job):
+    from django.contrib.admin.models import CHANGE, LogEntry
+    from django.contrib.auth.models import User
+
+    now = timezone.now()
+    JobAttempt.objects.create(
+        job=evil_job,
+        attempt=1,
+        started_at=now - dt.timedelta(minutes=5),
+        finished_at=now - dt.timedelta(minutes=4),
+        worker=evil(20),
+        outcome="failed",
+        error=f"ValueError: {evil(21)}",
+        traceback=f"Traceback:\n  <img src=x onerror=alert(22)>\n{evil(23)}",
+        retry_at=now - dt.timedelta(minutes=3),
+    )
+    LogEntry.objects.log_actions(
+        user_id=User.objects.get(username="admin").pk,
+        queryset=[evil_job],
+        action_flag=CHANGE,
+        change_message=evil(24),
+    )
+    url = reverse("admin:django_cronqueue_job_change", args=[evil_job.pk])
+    html = admin_client.get(url).content.decode()
+    timeline = html[html.index('id="cq-timeline"') :]
+    assert_escaped(timeline)
+    for n in (2, 20, 21, 23, 24):
+        assert f"&lt;script&gt;alert({n})&lt;/script&gt;" in timeline, n
+    assert "&lt;img src=x onerror=alert(22)&gt;" in timeline
 
 
 def test_dashboard_escapes(admin_client, evil_job):

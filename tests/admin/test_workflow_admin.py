@@ -27,8 +27,9 @@ BATCHES = reverse("admin:django_cronqueue_batch_changelist")
 MAX_BATCH_PAGE_QUERIES = 5
 #: the job page of a workflow job: session, user, the job with its workflow links (twice:
 #: the buttons, the form), the pauses that could hold it, its cron schedule, its first
-#: upstream jobs and their count (when there are more), its downstream jobs
-MAX_JOB_PAGE_QUERIES = 9
+#: upstream jobs and their count (when there are more), its downstream jobs, and the
+#: timeline's attempts and admin log entries
+MAX_JOB_PAGE_QUERIES = 11
 
 record = test_jobs.record
 collect_batch = test_jobs.collect_batch

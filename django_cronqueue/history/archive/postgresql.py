@@ -40,7 +40,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...db.cursors import fast_cursor
-from ...models import Job
+from ...models import Job, JobAttempt
 from .. import Busy
 from .common import ARCHIVE_BATCHES, FINISHED, MOVABLE, Budget
 
@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 TABLE = Job._meta.db_table
+ATTEMPT_TABLE = JobAttempt._meta.db_table
 ENDED_TABLE = f"{TABLE}_ended"
 DAY_PREFIX = f"{TABLE}_d"
 DAY_TABLE = re.compile(rf"^{re.escape(DAY_PREFIX)}(\d{{8}})$")
@@ -304,12 +305,16 @@ def kept_elsewhere(
 
 
 def drop_day(connection: BaseDatabaseWrapper, name: str, counted_until: dt.datetime | None) -> int:
-    """Drop the day table ``name`` (in the caller's transaction, which holds the counts'
-    mark and takes its counted rows out of the counts: ``history.uncount_day``). Returns
-    how many of its rows were not counted (finished after ``counted_until``; all of them
-    when nothing is counted): read from its (status, finished_at) index."""
+    """Drop the day table ``name`` and the attempt rows of its jobs (in the caller's
+    transaction, which holds the counts' mark and takes its counted rows out of the
+    counts: ``history.uncount_day``). Returns how many of its rows were not counted
+    (finished after ``counted_until``; all of them when nothing is counted): read from
+    its (status, finished_at) index."""
     table = connection.ops.quote_name(name)
     with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {ATTEMPT_TABLE} a USING {table} j WHERE a.job_id = j.id",
+        )
         cursor.execute(
             f"SELECT count(*) FROM {table} WHERE status = 'succeeded' AND finished_at > %s",
             [counted_until or NOTHING_COUNTED],
