@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from .. import jobs
 from ..models import FairShare
+from .base import refuse_forbidden_action
 from .pauses import job_permission
 
 if TYPE_CHECKING:
@@ -45,6 +46,12 @@ class FairShareAdmin(_FairShareAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        refuse_forbidden_action(self, request)
+        return super().changelist_view(request, extra_context)
 
     def save_model(self, request: HttpRequest, obj: FairShare, form: Any, change: bool) -> None:
         jobs.set_weight(obj.queue, obj.fair_key, obj.weight)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -27,7 +27,8 @@ from ..models import CronSchedule, Job, JobStatus, Worker
 from ..values.error_text import MAX_ERROR_CHARS
 from ..values.validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard, pauses
-from .actions import by_whom, done_message
+from .actions import Action, by_whom, entry_of
+from .all_matching import all_matching_page, selects_across
 from .base import ReadOnlyAdmin
 from .cancel_confirmation import confirmation_page, confirmed
 from .filters import (
@@ -42,7 +43,7 @@ from .filters import (
     exactly,
     in_batch,
 )
-from .job_actions import CANCEL_REQUEST, JOB, JOB_ACTIONS, outcome_messages, perform
+from .job_actions import CANCEL_REQUEST, JOB_ACTIONS, outcome_messages, perform
 from .job_columns import JobColumns
 from .renderers import (
     count_text,
@@ -57,6 +58,9 @@ from .renderers import (
 )
 from .search import as_id, fits, search, search_words
 from .workflows import batch_text, blocked_text, linked_jobs, links_of
+
+if TYPE_CHECKING:  # the operations load when an action runs
+    from ..operations.bulk import BatchChanges
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
 #: The statuses whose page shows the last failure first: failed, and pending again after one.
@@ -412,39 +416,52 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
     # -- actions (list) and buttons (detail)
 
     def _run(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> None:
-        """The action on ``jobs``: one message per outcome, one history entry per kind of
-        change (a cancel both cancels pending jobs and asks running ones to stop)."""
+        """The action on ``jobs``: one message per outcome, one history entry per job it
+        changed (a cancel both cancels pending jobs and asks running ones to stop),
+        written by each batch in its transaction."""
         action = JOB_ACTIONS[key]
-        outcome = perform(action, jobs, by=by_whom(request))
+
+        def record(batch: BatchChanges) -> None:
+            self.log_jobs(request, action, action.leaves, batch.changed)
+            self.log_jobs(request, CANCEL_REQUEST, JobStatus.RUNNING, batch.requested)
+
+        outcome = perform(action, jobs, by=by_whom(request), on_batch=record)
         for message, level in outcome_messages(action, outcome):
             self.message_user(request, message, level)
-        self.log_summary(
-            request, action, outcome.changed, done_message(action, JOB, outcome.changed)
-        )
-        self.log_summary(
-            request,
-            CANCEL_REQUEST,
-            outcome.requested,
-            done_message(CANCEL_REQUEST, "running job", outcome.requested),
-        )
+
+    def log_jobs(
+        self, request: HttpRequest, action: Action, status: str, jobs: list[tuple[int, str]]
+    ) -> None:
+        """The history entries of the jobs (id, name) an action left in ``status``: the
+        rows are not read, their ``object_repr`` is what ``str()`` of each would say."""
+        changed = [Job(pk=pk, name=name, status=status) for pk, name in jobs]
+        self.log_changes(request, changed, entry_of(action))
+
+    def _act(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> HttpResponse | None:
+        """A list action: on all the jobs the filters match, after the confirmation page
+        that counts them."""
+        if selects_across(request) and not confirmed(request):
+            return all_matching_page(self, request, jobs, JOB_ACTIONS[key])
+        self._run(request, key, jobs)
+        return None
 
     @admin.action(description="Retry selected jobs (failed or cancelled)", permissions=["change"])
-    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "retry", queryset)
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+        return self._act(request, "retry", queryset)
 
     @admin.action(
         description="Cancel selected jobs (pending; running ones are asked to stop)…",
         permissions=["change"],
     )
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
-        """Pending jobs are cancelled at once; running ones only after the confirmation."""
-        if not confirmed(request):
+        """Pending jobs are cancelled at once; running ones only after the confirmation
+        (that of all matching jobs, which counts them, or the one that names them)."""
+        if not confirmed(request) and not selects_across(request):
             back = request.get_full_path()
             page = confirmation_page(self, request, queryset, back_url=back, from_action=True)
             if page is not None:
                 return page
-        self._run(request, "cancel", queryset)
-        return None
+        return self._act(request, "cancel", queryset)
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The Cancel button: a pending job is cancelled at once, a running one after its
@@ -471,8 +488,8 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
         )
 
     @admin.action(description="Run selected jobs now (pending)", permissions=["change"])
-    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "run_now", queryset)
+    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+        return self._act(request, "run_now", queryset)
 
     def change_view(
         self,

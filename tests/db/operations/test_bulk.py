@@ -194,7 +194,8 @@ def test_a_batch_size_below_one_is_refused():
 )
 def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
     """3,000 rows: six batches of 500, each a read, a dedupe-key check (retry of keyed
-    rows), the rows locked, the UPDATE and its transaction, and for a retry the lock of the
+    rows), the rows locked, the UPDATE, the batch's transaction (and within it, for a
+    retry, the savepoint that an IntegrityError rolls back), and for a retry the lock of the
     counts of finished rows (made by the first one), the read of what the retried rows wait
     for (their batch callbacks, their upstream jobs: jobs.chain, jobs.group) and on MariaDB
     the move of the retried rows back to the hot partition, then one read that finds no
@@ -206,14 +207,15 @@ def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
         outcome = action(Job.objects.all())
     assert outcome.changed.count + outcome.requested.count == 3000
     batches = 3000 // bulk.BATCH_SIZE
-    per_batch = 11 if action is bulk.retry_jobs and connection.vendor == "mysql" else 10
+    per_batch = 13 if action is bulk.retry_jobs and connection.vendor == "mysql" else 12
     assert len(captured) <= batches * per_batch + 4, "\n".join(q["sql"][:120] for q in captured)
 
 
 def test_retrying_many_jobs_that_waited_for_others_costs_a_few_queries_per_batch():
     """A retried job with upstream jobs waits again for what it still waits for: 1,000
     of them (two batches) are settled by one UPDATE per outcome, never one per row (and
-    each batch locks the counts of finished rows, whose row the first one makes)."""
+    each batch, in its own transaction, locks the counts of finished rows, whose row the
+    first one makes)."""
     upstream = JobFactory(status="succeeded")
     waiting = Job.objects.bulk_create(
         JobFactory.build(status="cancelled", blocked=True, waiting_for=1) for _ in range(1000)
@@ -225,6 +227,6 @@ def test_retrying_many_jobs_that_waited_for_others_costs_a_few_queries_per_batch
     with CaptureQueriesContext(connection) as captured:
         outcome = bulk.retry_jobs(Job.objects.filter(pk__in=ids))
     assert outcome.changed.count == len(waiting) == 1000
-    assert len(captured) <= 2 * 13 + 4, "\n".join(q["sql"][:120] for q in captured)
+    assert len(captured) <= 2 * 15 + 4, "\n".join(q["sql"][:120] for q in captured)
     released = Job.objects.filter(pk__in=ids, status="pending", blocked=False, waiting_for=0)
     assert released.count() == 1000  # their upstream job had succeeded: due at once
