@@ -92,6 +92,8 @@ class ReadOnlyAdmin(_ModelAdmin[M]):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         if request.method == "POST":
+            if not self.has_change_permission(request):
+                raise PermissionDenied  # as every action answers a user who may not act
             # The form is read-only; saving it would write the whole row behind the
             # lifecycle's back (and could undo a worker's concurrent change).
             return HttpResponseNotAllowed(["GET"])
