@@ -177,6 +177,59 @@ def test_a_pending_job_claimed_after_it_was_read_is_asked_to_stop(monkeypatch):
     assert Job.objects.get(pk=claimed.pk).cancel_requested_by == "ops"
 
 
+def recorder():
+    """An ``on_batch`` that keeps what each batch named, and whether it ran inside a
+    transaction."""
+    calls = []
+
+    def on_batch(changes):
+        calls.append((changes.changed, changes.requested, connection.in_atomic_block))
+
+    return calls, on_batch
+
+
+def test_on_batch_names_each_batchs_changed_jobs_inside_its_transaction():
+    failed = JobFactory.create_batch(5, status="failed", finished_at=timezone.now())
+    running = JobFactory(status="running")
+    calls, on_batch = recorder()
+    bulk.retry_jobs(Job.objects.all(), batch_size=2, on_batch=on_batch)
+    named = [(job.pk, job.name) for job in failed]
+    # the batch of the running job and the last failed one names only the latter
+    assert calls == [
+        (named[0:2], [], True),
+        (named[2:4], [], True),
+        (named[4:5], [], True),
+    ]
+    assert running.pk not in {pk for changed, _, _ in calls for pk, _ in changed}
+
+
+def test_on_batch_names_only_the_jobs_an_update_changed(monkeypatch):
+    """A job claimed after its batch was read is asked to stop, not cancelled; one that
+    finished meanwhile is neither: each named where it belongs (read back by the values
+    the UPDATE set)."""
+    claimed, finished, other = JobFactory.create_batch(3)
+
+    def workers_act():
+        Job.objects.filter(pk=claimed.pk).update(status="running")
+        Job.objects.filter(pk=finished.pk).update(status="succeeded")
+
+    read_then(workers_act, monkeypatch)
+    calls, on_batch = recorder()
+    outcome = bulk.cancel_jobs(Job.objects.all(), on_batch=on_batch)
+    assert calls == [([(other.pk, other.name)], [(claimed.pk, claimed.name)], True)]
+    assert (outcome.changed.count, outcome.requested.count) == (1, 1)
+    assert outcome.changed_meanwhile.count == 1
+
+
+def test_run_now_names_the_jobs_it_made_due(monkeypatch):
+    due, claimed = JobFactory.create_batch(2)
+    read_then(lambda: Job.objects.filter(pk=claimed.pk).update(status="running"), monkeypatch)
+    calls, on_batch = recorder()
+    outcome = bulk.run_jobs_now(Job.objects.all(), on_batch=on_batch)
+    assert calls == [([(due.pk, due.name)], [], True)]
+    assert outcome.changed_meanwhile.count == 1
+
+
 def test_a_batch_size_below_one_is_refused():
     with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
         bulk.retry_jobs(Job.objects.all(), batch_size=0)
