@@ -1,21 +1,22 @@
 """The Job admin: the list (status counts, filters, a search that stays on indexes) and
 the detail page (pretty payload, the full traceback, timestamps, the lease holder, the
-workflow it belongs to), with the actions and buttons Retry, Cancel and Run now."""
+workflow it belongs to), with the actions and buttons Retry, Cancel and Run now
+(``job_action_views``)."""
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -27,10 +28,6 @@ from ..models import CronSchedule, Job, JobStatus, Worker
 from ..values.error_text import MAX_ERROR_CHARS
 from ..values.validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard, pauses
-from .actions import Action, by_whom, entry_of
-from .all_matching import all_matching_page, selects_across
-from .base import ReadOnlyAdmin
-from .cancel_confirmation import confirmation_page, confirmed
 from .filters import (
     BatchFilter,
     BlockedFilter,
@@ -43,7 +40,8 @@ from .filters import (
     exactly,
     in_batch,
 )
-from .job_actions import CANCEL_REQUEST, JOB_ACTIONS, outcome_messages, perform
+from .job_action_views import JobActionsAdmin
+from .job_actions import JOB_ACTIONS
 from .job_columns import JobColumns
 from .renderers import (
     count_text,
@@ -58,9 +56,6 @@ from .renderers import (
 )
 from .search import as_id, fits, search, search_words
 from .workflows import batch_text, blocked_text, linked_jobs, links_of
-
-if TYPE_CHECKING:  # the operations load when an action runs
-    from ..operations.bulk import BatchChanges
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
 #: The statuses whose page shows the last failure first: failed, and pending again after one.
@@ -77,7 +72,7 @@ def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
     return display
 
 
-class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
+class JobAdmin(JobColumns, JobActionsAdmin):
     change_list_template = "django_cronqueue/admin/job_change_list.html"
     change_form_template = "django_cronqueue/admin/job_change_form.html"
     # Five columns, so that the list fits beside Django's navigation sidebar and the filters
@@ -412,84 +407,6 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
                 for key, value in keep.items()
             ),
         }
-
-    # -- actions (list) and buttons (detail)
-
-    def _run(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> None:
-        """The action on ``jobs``: one message per outcome, one history entry per job it
-        changed (a cancel both cancels pending jobs and asks running ones to stop),
-        written by each batch in its transaction."""
-        action = JOB_ACTIONS[key]
-
-        def record(batch: BatchChanges) -> None:
-            self.log_jobs(request, action, action.leaves, batch.changed)
-            self.log_jobs(request, CANCEL_REQUEST, JobStatus.RUNNING, batch.requested)
-
-        outcome = perform(action, jobs, by=by_whom(request), on_batch=record)
-        for message, level in outcome_messages(action, outcome):
-            self.message_user(request, message, level)
-
-    def log_jobs(
-        self, request: HttpRequest, action: Action, status: str, jobs: list[tuple[int, str]]
-    ) -> None:
-        """The history entries of the jobs (id, name) an action left in ``status``: the
-        rows are not read, their ``object_repr`` is what ``str()`` of each would say."""
-        changed = [Job(pk=pk, name=name, status=status) for pk, name in jobs]
-        self.log_changes(request, changed, entry_of(action))
-
-    def _act(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> HttpResponse | None:
-        """A list action: on all the jobs the filters match, after the confirmation page
-        that counts them."""
-        if selects_across(request) and not confirmed(request):
-            return all_matching_page(self, request, jobs, JOB_ACTIONS[key])
-        self._run(request, key, jobs)
-        return None
-
-    @admin.action(description="Retry selected jobs (failed or cancelled)", permissions=["change"])
-    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
-        return self._act(request, "retry", queryset)
-
-    @admin.action(
-        description="Cancel selected jobs (pending; running ones are asked to stop)…",
-        permissions=["change"],
-    )
-    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
-        """Pending jobs are cancelled at once; running ones only after the confirmation
-        (that of all matching jobs, which counts them, or the one that names them)."""
-        if not confirmed(request) and not selects_across(request):
-            back = request.get_full_path()
-            page = confirmation_page(self, request, queryset, back_url=back, from_action=True)
-            if page is not None:
-                return page
-        return self._act(request, "cancel", queryset)
-
-    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """The Cancel button: a pending job is cancelled at once, a running one after its
-        confirmation page (shown on GET too)."""
-        if request.method not in ("GET", "POST"):
-            return HttpResponseNotAllowed(["GET", "POST"])
-        job = self.get_object(request, unquote(object_id))
-        if job is None:
-            return self.missing_object(request, object_id)
-        if not self.has_change_permission(request, job):
-            raise PermissionDenied
-        if not confirmed(request):
-            selection = self.get_queryset(request).filter(pk=job.pk)
-            back = self.change_url(job)
-            page = confirmation_page(self, request, selection, back_url=back, from_action=False)
-            if page is not None:
-                return page
-        if request.method == "GET":
-            return HttpResponseRedirect(self.change_url(job))
-        return self.object_button_view(
-            request,
-            object_id,
-            lambda job: self._run(request, "cancel", self.get_queryset(request).filter(pk=job.pk)),
-        )
-
-    @admin.action(description="Run selected jobs now (pending)", permissions=["change"])
-    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
-        return self._act(request, "run_now", queryset)
 
     def change_view(
         self,
