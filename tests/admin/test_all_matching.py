@@ -135,3 +135,12 @@ def test_the_updates_are_batched_each_batch_its_own_transaction(admin_client):
     steps = [kind for number, kind in enumerate(kinds) if number == 0 or kinds[number - 1] != kind]
     assert steps == ["update", "history", "commit"] * 3
     assert LogEntry.objects.count() == N
+
+
+@pytest.mark.django_db
+def test_the_filters_on_the_page_are_escaped(admin_client):
+    failed_jobs(2)
+    page = admin_client.post(JOBS + "?q=<b>x</b>&queue=emails", SELECT_ALL)
+    html = page.content.decode()
+    assert "search: <code>&lt;b&gt;x&lt;/b&gt;</code>" in html
+    assert "<b>x</b>" not in html

@@ -542,6 +542,7 @@ def test_a_viewer_sees_every_page_without_a_way_to_act(full_viewer, all_rows):
         assert acting_forms(html) == [], page
         assert response.context.get("action_form") is None, page
         assert not response.context.get("cq_buttons"), page
+        assert 'class="addlink"' not in html and 'class="deletelink"' not in html, page
         for url in action_urls:
             assert f'"{url}"' not in html, (page, url)
 
@@ -553,3 +554,5 @@ def test_a_superuser_sees_the_ways_to_act_the_viewer_does_not(admin_client, all_
     job_page = admin_client.get(reverse(f"admin:{APP}_job_change", args=[all_rows["failed"].pk]))
     assert acting_forms(job_page.content.decode())
     assert admin_client.get(JOBS).context["action_form"] is not None
+    schedules = admin_client.get(reverse(f"admin:{APP}_cronschedule_changelist")).content
+    assert b'class="addlink"' in schedules
