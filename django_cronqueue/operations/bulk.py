@@ -214,15 +214,18 @@ class _Batch:
             tally.add_unnamed(updated)
             if meanwhile:
                 self.outcome.changed_meanwhile.add_unnamed(len(ids) - updated)
-            changed = self._marked(ids, marked) if updated and self.named is not None else []
+            changed = _marked(ids, marked) if updated and self.named is not None else []
         if self.named is not None and changed:
             names = {row.id: row.name for row in self.rows}
             into = self.named.requested if requested else self.named.changed
             into.extend((job_id, names[job_id]) for job_id in changed)
 
-    def _marked(self, ids: list[int], marked: Q) -> list[int]:
-        rows = Job.objects.using(database_alias()).filter(marked, pk__in=ids)
-        return list(rows.order_by("pk").values_list("pk", flat=True))
+
+def _marked(ids: list[int], marked: Q) -> list[int]:
+    """The rows of ``ids`` that hold the values an UPDATE set (``marked``): read in the
+    batch's transaction, where no other writer can have changed them since."""
+    rows = Job.objects.using(database_alias()).filter(marked, pk__in=ids)
+    return list(rows.order_by("pk").values_list("pk", flat=True))
 
 
 def _in_batches(
