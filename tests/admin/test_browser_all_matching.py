@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from django.utils import timezone
 
 from django_cronqueue.models import Job, JobStatus
@@ -73,6 +74,7 @@ def test_retry_all_matching_jobs_through_the_confirmation(
             expect(filters).to_contain_text("status: failed")
             expect(filters).to_contain_text("queue: emails")
             assert Job.objects.filter(status=JobStatus.FAILED).count() == MATCHING + 3
+            connections.close_all()  # the greenlet's own connection (see test_browser)
             shoot(page, "all-matching-confirmation.png")
 
             page.get_by_role("button", name=f"Yes, retry all {MATCHING} jobs").click()
