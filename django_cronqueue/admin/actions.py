@@ -2,12 +2,14 @@
 detail pages, for jobs and cron schedules alike.
 
 Job actions are set-based: ``bulk.retry_jobs`` (and ``cancel_jobs``,
-``run_jobs_now``) update the selected rows 500 at a time and count what they
-changed and what they skipped, by reason (``bulk.BulkOutcome``); ``summary_messages``
-turns those counts into one success message and one warning per reason, naming the
-first few ids. ``ReadOnlyAdmin.log_summary`` writes one admin history entry for the
-whole action. "Select all" on a million rows thus loads no Job object and writes one
-history entry.
+``run_jobs_now``) update the selected rows 500 at a time, each batch in its own
+transaction, and count what they changed and what they skipped, by reason
+(``bulk.BulkOutcome``); ``summary_messages`` turns those counts into one success message
+and one warning per reason, naming the first few ids. Each batch writes the admin
+history entries of the jobs it changed, one per job, in one INSERT, within its
+transaction. "Select all" on a million rows thus loads no Job object, and costs one
+INSERT of history per 500 jobs changed (and a million history rows, as Django's delete
+of a million rows would).
 
 Schedule actions go through the library's own methods (``schedule.pause()``, ...)
 object by object, a few rows at most, and record each in an ``Outcome``: changed (with a
@@ -103,10 +105,15 @@ def each(objects: Iterable[M], step: Callable[[M, Outcome[M]], None]) -> Outcome
     return outcome
 
 
+def entry_of(action: Action) -> str:
+    """The change message of an action's history entries: ``Retry (admin action)``."""
+    return f"{action.label} (admin action)"
+
+
 def history_of(action: Action, outcome: Outcome[M]) -> list[tuple[str, list[M]]]:
     """The history entries of the changed objects: the message of each, and the objects
     it is written for (in order, consecutive objects with the same note together)."""
-    entry = f"{action.label} (admin action)"
+    entry = entry_of(action)
     return [
         (f"{entry}: {note}" if note else entry, [change.obj for change in changes])
         for note, changes in groupby(outcome.changed, key=lambda change: change.note)

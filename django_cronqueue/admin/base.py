@@ -16,7 +16,6 @@ from django.urls import reverse
 
 from ..conf import database_alias
 from .actions import Action, Noun, Outcome, history_of, messages_of
-from .renderers import plural
 
 M = TypeVar("M", bound=Model)
 
@@ -28,13 +27,27 @@ except ImportError:  # Django 5.2 and 6.0: on the list only
     LIST_ACTIONS = None
 
 if TYPE_CHECKING:
-    from ..operations.bulk import Tally
-
     _ModelAdmin = admin.ModelAdmin
 else:  # django.contrib.admin's class cannot be subscripted at run time
 
     class _ModelAdmin(Generic[M], admin.ModelAdmin):
         pass
+
+
+def refuse_forbidden_action(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> None:
+    """Raise PermissionDenied (403) for the POST of a list action that ``model_admin``
+    defines but does not offer this user (an action needs its permission): Django would
+    only say "No action selected", and a forged POST must be refused as a button's is."""
+    if request.method != "POST" or "action" not in request.POST:
+        return
+    try:
+        name = request.POST.getlist("action")[int(request.POST.get("index", 0))]
+    except (ValueError, IndexError):
+        return
+    # Django's list of an admin's actions before their permissions are checked
+    defined = {action[1] for action in model_admin._get_base_actions()}  # type: ignore[attr-defined]
+    if name in defined and name not in model_admin.get_actions(request):
+        raise PermissionDenied
 
 
 class ReadOnlyAdmin(_ModelAdmin[M]):
@@ -65,6 +78,12 @@ class ReadOnlyAdmin(_ModelAdmin[M]):
     def has_delete_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
         return False
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        refuse_forbidden_action(self, request)
+        return super().changelist_view(request, extra_context)
+
     def changeform_view(
         self,
         request: HttpRequest,
@@ -73,6 +92,8 @@ class ReadOnlyAdmin(_ModelAdmin[M]):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         if request.method == "POST":
+            if not self.has_change_permission(request):
+                raise PermissionDenied  # as every action answers a user who may not act
             # The form is read-only; saving it would write the whole row behind the
             # lifecycle's back (and could undo a worker's concurrent change).
             return HttpResponseNotAllowed(["GET"])
@@ -128,31 +149,6 @@ class ReadOnlyAdmin(_ModelAdmin[M]):
             self.message_user(request, message, level)
         for message, objects in history_of(action, outcome):
             self.log_changes(request, objects, message)
-
-    def log_summary(self, request: HttpRequest, action: Action, changed: Tally, done: str) -> None:
-        """One admin history entry for an action, whatever the number of rows it changed:
-        on the object's own history when it changed one ("Retry (admin action)"), else a
-        summary ("Retry (admin action): Retried 1,234 jobs: #1, … and 1,224 more.")."""
-        from django.contrib.admin.models import CHANGE, LogEntry
-        from django.contrib.contenttypes.models import ContentType
-
-        if not changed.count:
-            return
-        entry = f"{action.label} (admin action)"
-        one = changed.count == 1 and bool(changed.ids)
-        LogEntry.objects.create(
-            # the admin's actions run for a logged-in staff user, whose pk is set
-            user_id=request.user.pk,  # type: ignore[misc]
-            content_type=ContentType.objects.get_for_model(self.model),
-            object_id=str(changed.ids[0]) if one else None,
-            object_repr=(
-                f"{self.opts.verbose_name} #{changed.ids[0]}"
-                if one
-                else plural(changed.count, str(self.opts.verbose_name))
-            ),
-            action_flag=CHANGE,
-            change_message=entry if one else f"{entry}: {done}",
-        )
 
     def log_changes(self, request: HttpRequest, objects: list[M], message: str) -> None:
         """An admin history entry (LogEntry) per changed object, in bulk."""

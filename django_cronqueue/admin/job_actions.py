@@ -38,6 +38,8 @@ class JobAction(Action):
 
     applies_to: frozenset[str]
     applies_text: str
+    #: The status of the jobs it changed, for their history entries' ``object_repr``.
+    leaves: str
     button_class: str = ""
 
     def applies(self, job: Job) -> bool:
@@ -56,6 +58,7 @@ JOB_ACTIONS = {
             "Retried",
             frozenset({JobStatus.FAILED, JobStatus.CANCELLED}),
             "only failed or cancelled jobs can be retried",
+            JobStatus.PENDING,
             "cq-primary",
         ),
         JobAction(
@@ -64,6 +67,7 @@ JOB_ACTIONS = {
             "Cancelled",
             frozenset({JobStatus.PENDING, JobStatus.RUNNING}),
             "only pending or running jobs can be cancelled",
+            JobStatus.CANCELLED,
             "cq-danger",
         ),
         JobAction(
@@ -72,6 +76,7 @@ JOB_ACTIONS = {
             "Made {} due now",
             frozenset({JobStatus.PENDING}),
             "only pending jobs can be run now",
+            JobStatus.PENDING,
         ),
     )
 }
@@ -79,16 +84,19 @@ JOB_ACTIONS = {
 CANCEL_REQUEST = Action("cancel", "Cancel request", "Asked {} to stop")
 
 
-def perform(action: JobAction, jobs: QuerySet[Job], *, by: str) -> bulk.BulkOutcome:
-    """The action on every job of ``jobs`` it applies to: set-based, in batches. ``by``
-    (who acts) is recorded with a cancel."""
+def perform(
+    action: JobAction, jobs: QuerySet[Job], *, by: str, on_batch: bulk.OnBatch
+) -> bulk.BulkOutcome:
+    """The action on every job of ``jobs`` it applies to: set-based, in batches, each its
+    own transaction, in which ``on_batch`` is told what the batch changed. ``by`` (who
+    acts) is recorded with a cancel."""
     from ..operations import bulk
 
     if action.key == "retry":
-        return bulk.retry_jobs(jobs)
+        return bulk.retry_jobs(jobs, on_batch=on_batch)
     if action.key == "cancel":
-        return bulk.cancel_jobs(jobs, by=by)
-    return bulk.run_jobs_now(jobs)
+        return bulk.cancel_jobs(jobs, by=by, on_batch=on_batch)
+    return bulk.run_jobs_now(jobs, on_batch=on_batch)
 
 
 def outcome_messages(action: JobAction, outcome: bulk.BulkOutcome) -> list[tuple[str, int]]:

@@ -1,6 +1,7 @@
 """The Job admin: the list (status counts, filters, a search that stays on indexes) and
 the detail page (pretty payload, the full traceback, timestamps, the lease holder, the
-workflow it belongs to), with the actions and buttons Retry, Cancel and Run now."""
+workflow it belongs to), with the actions and buttons Retry, Cancel and Run now
+(``job_action_views``)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -27,9 +28,6 @@ from ..models import CronSchedule, Job, JobStatus, Worker
 from ..values.error_text import MAX_ERROR_CHARS
 from ..values.validation import MAX_DEDUPE_KEY_LENGTH
 from . import dashboard, pauses
-from .actions import by_whom, done_message
-from .base import ReadOnlyAdmin
-from .cancel_confirmation import confirmation_page, confirmed
 from .filters import (
     BatchFilter,
     BlockedFilter,
@@ -42,7 +40,8 @@ from .filters import (
     exactly,
     in_batch,
 )
-from .job_actions import CANCEL_REQUEST, JOB, JOB_ACTIONS, outcome_messages, perform
+from .job_action_views import JobActionsAdmin
+from .job_actions import JOB_ACTIONS
 from .job_columns import JobColumns
 from .renderers import (
     count_text,
@@ -74,7 +73,7 @@ def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
     return display
 
 
-class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
+class JobAdmin(JobColumns, JobActionsAdmin):
     change_list_template = "django_cronqueue/admin/job_change_list.html"
     change_form_template = "django_cronqueue/admin/job_change_form.html"
     # Five columns, so that the list fits beside Django's navigation sidebar and the filters
@@ -409,71 +408,6 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
                 for key, value in keep.items()
             ),
         }
-
-    # -- actions (list) and buttons (detail)
-
-    def _run(self, request: HttpRequest, key: str, jobs: QuerySet[Job]) -> None:
-        """The action on ``jobs``: one message per outcome, one history entry per kind of
-        change (a cancel both cancels pending jobs and asks running ones to stop)."""
-        action = JOB_ACTIONS[key]
-        outcome = perform(action, jobs, by=by_whom(request))
-        for message, level in outcome_messages(action, outcome):
-            self.message_user(request, message, level)
-        self.log_summary(
-            request, action, outcome.changed, done_message(action, JOB, outcome.changed)
-        )
-        self.log_summary(
-            request,
-            CANCEL_REQUEST,
-            outcome.requested,
-            done_message(CANCEL_REQUEST, "running job", outcome.requested),
-        )
-
-    @admin.action(description="Retry selected jobs (failed or cancelled)", permissions=["change"])
-    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "retry", queryset)
-
-    @admin.action(
-        description="Cancel selected jobs (pending; running ones are asked to stop)…",
-        permissions=["change"],
-    )
-    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
-        """Pending jobs are cancelled at once; running ones only after the confirmation."""
-        if not confirmed(request):
-            back = request.get_full_path()
-            page = confirmation_page(self, request, queryset, back_url=back, from_action=True)
-            if page is not None:
-                return page
-        self._run(request, "cancel", queryset)
-        return None
-
-    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """The Cancel button: a pending job is cancelled at once, a running one after its
-        confirmation page (shown on GET too)."""
-        if request.method not in ("GET", "POST"):
-            return HttpResponseNotAllowed(["GET", "POST"])
-        job = self.get_object(request, unquote(object_id))
-        if job is None:
-            return self.missing_object(request, object_id)
-        if not self.has_change_permission(request, job):
-            raise PermissionDenied
-        if not confirmed(request):
-            selection = self.get_queryset(request).filter(pk=job.pk)
-            back = self.change_url(job)
-            page = confirmation_page(self, request, selection, back_url=back, from_action=False)
-            if page is not None:
-                return page
-        if request.method == "GET":
-            return HttpResponseRedirect(self.change_url(job))
-        return self.object_button_view(
-            request,
-            object_id,
-            lambda job: self._run(request, "cancel", self.get_queryset(request).filter(pk=job.pk)),
-        )
-
-    @admin.action(description="Run selected jobs now (pending)", permissions=["change"])
-    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._run(request, "run_now", queryset)
 
     def change_view(
         self,

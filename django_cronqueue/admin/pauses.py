@@ -30,6 +30,7 @@ from ..conf import database_alias
 from ..models import Job, Pause
 from ..values.validation import MAX_NAME_LENGTH, MAX_QUEUE_LENGTH
 from .actions import by_whom
+from .base import refuse_forbidden_action
 from .renderers import pause_until_text
 
 if TYPE_CHECKING:
@@ -133,6 +134,12 @@ class PauseAdmin(_PauseAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Pause]:
         return super().get_queryset(request).using(database_alias())
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        refuse_forbidden_action(self, request)
+        return super().changelist_view(request, extra_context)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Pause | None = None) -> list[str]:
         if obj is None:

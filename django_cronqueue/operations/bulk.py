@@ -5,9 +5,14 @@ cancels the pending jobs and asks the handlers of the running ones to stop.
 They read the jobs of a queryset ``BATCH_SIZE`` at a time, in id order (one keyset query
 per batch, never a Job object), set aside those in a status the action does not apply
 to, and change the others with the very UPDATE the single-job functions of
-``lifecycle`` use, one statement per batch. A ``BulkOutcome`` counts what changed and
-what was skipped, by reason, with the ids of the first few of each: a million rows cost
-a few thousand queries and a few kilobytes.
+``lifecycle`` use, one statement per batch, whose WHERE checks the status again. Each
+batch is its own transaction: a million rows never hold one transaction (and its locks)
+open, and a failure keeps the batches before it. A ``BulkOutcome`` counts what changed
+and what was skipped, by reason, with the ids of the first few of each: a million rows
+cost a few thousand queries and a few kilobytes.
+
+``on_batch``, when given, is called inside each batch's transaction with the jobs that
+batch changed, every one named (the admin writes its history entries there).
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError
-from django.db.models import QuerySet
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .. import lifecycle
@@ -66,6 +71,19 @@ class BulkOutcome:
     already_requested: Tally = field(default_factory=Tally)
 
 
+@dataclass
+class BatchChanges:
+    """The jobs one batch changed, as (id, name): ``changed`` by the action itself,
+    ``requested``: running jobs asked to stop (a cancel only)."""
+
+    changed: list[tuple[int, str]] = field(default_factory=list)
+    requested: list[tuple[int, str]] = field(default_factory=list)
+
+
+#: Called inside a batch's transaction, after its UPDATEs, with what the batch changed.
+OnBatch = Callable[[BatchChanges], None]
+
+
 @dataclass(frozen=True)
 class _Row:
     id: int
@@ -76,26 +94,31 @@ class _Row:
 
 
 def retry_jobs(
-    jobs: QuerySet[Job], *, now: dt.datetime | None = None, batch_size: int = BATCH_SIZE
+    jobs: QuerySet[Job],
+    *,
+    now: dt.datetime | None = None,
+    batch_size: int = BATCH_SIZE,
+    on_batch: OnBatch | None = None,
 ) -> BulkOutcome:
     """``lifecycle.retry`` every failed or cancelled job of ``jobs``, ``batch_size`` rows
     per UPDATE. A job whose dedupe key another pending or running job of its name holds
     (or an earlier job of ``jobs`` took back) is left alone, and counted apart."""
     now = now or timezone.now()
+    retried = Q(status=JobStatus.PENDING, run_at=now, attempts=0)
 
-    def update(rows: list[_Row], outcome: BulkOutcome) -> None:
-        free, taken = _split_by_dedupe_key(rows)
-        outcome.dedupe_key_taken.add(taken)
+    def update(batch: _Batch) -> None:
+        free, taken = _split_by_dedupe_key(batch.rows)
+        batch.outcome.dedupe_key_taken.add(taken)
         try:
-            _count(outcome, free, lifecycle.retry_rows(free, now))
+            batch.count(free, lifecycle.retry_rows(free, now), retried)
         except IntegrityError:  # a key was taken since it was checked: one by one
             for job_id in free:
                 try:
-                    _count(outcome, [job_id], lifecycle.retry_rows([job_id], now))
+                    batch.count([job_id], lifecycle.retry_rows([job_id], now), retried)
                 except IntegrityError:
-                    outcome.dedupe_key_taken.add([job_id])
+                    batch.outcome.dedupe_key_taken.add([job_id])
 
-    outcome = _in_batches(jobs, lifecycle.RETRYABLE, update, batch_size)
+    outcome = _in_batches(jobs, lifecycle.RETRYABLE, update, batch_size, on_batch)
     if outcome.changed.count:
         wake_workers(database_alias(), [now], now)
     return outcome
@@ -108,74 +131,128 @@ def cancel_jobs(
     by: str = "",
     now: dt.datetime | None = None,
     batch_size: int = BATCH_SIZE,
+    on_batch: OnBatch | None = None,
 ) -> BulkOutcome:
     """Cancel every pending job of ``jobs`` and ask the handlers of its running jobs to
     stop (``lifecycle.cancel_rows`` and ``request_cancel_rows``, as ``jobs.cancel()``
     does one job), ``batch_size`` rows per UPDATE. ``by`` says who asked: it is
     recorded with a running job's request, and in a pending job's ``last_error``."""
     now = now or timezone.now()
+    cancelled = Q(status=JobStatus.CANCELLED, finished_at=now)
+    asked = Q(cancel_requested_at=now)
 
-    def update(rows: list[_Row], outcome: BulkOutcome) -> None:
-        pending = [row.id for row in rows if row.status == JobStatus.PENDING]
-        _cancel_pending(outcome, pending, reason, by, now)
-        running = [row for row in rows if row.status == JobStatus.RUNNING]
-        outcome.already_requested.add([row.id for row in running if row.cancel_requested_at])
+    def update(batch: _Batch) -> None:
+        pending = [row.id for row in batch.rows if row.status == JobStatus.PENDING]
+        if pending:
+            done = lifecycle.cancel_rows(pending, reason, now, by=by)
+            if done < len(pending):  # claimed since they were read: asked to stop instead
+                batch.count(pending, done, cancelled, meanwhile=False)
+                claimed = lifecycle.request_cancel_rows(pending, reason, now, by=by)
+                batch.count(pending, claimed, asked, requested=True, meanwhile=False)
+                batch.outcome.changed_meanwhile.add_unnamed(len(pending) - done - claimed)
+            else:
+                batch.count(pending, done, cancelled)
+        running = [row for row in batch.rows if row.status == JobStatus.RUNNING]
+        batch.outcome.already_requested.add([row.id for row in running if row.cancel_requested_at])
         ask = [row.id for row in running if row.cancel_requested_at is None]
-        asked = lifecycle.request_cancel_rows(ask, reason, now, by=by)
-        _count(outcome, ask, asked, into=outcome.requested)
+        batch.count(
+            ask, lifecycle.request_cancel_rows(ask, reason, now, by=by), asked, requested=True
+        )
 
-    return _in_batches(jobs, (JobStatus.PENDING, JobStatus.RUNNING), update, batch_size)
-
-
-def _cancel_pending(
-    outcome: BulkOutcome, ids: list[int], reason: str, by: str, now: dt.datetime
-) -> None:
-    """Cancel the rows ``ids``, read pending; those claimed since are asked to stop, as
-    ``jobs.cancel()`` does."""
-    cancelled = lifecycle.cancel_rows(ids, reason, now, by=by)
-    if cancelled == len(ids):
-        outcome.changed.add(ids)
-        return
-    asked = lifecycle.request_cancel_rows(ids, reason, now, by=by)
-    outcome.changed.add_unnamed(cancelled)
-    outcome.requested.add_unnamed(asked)
-    outcome.changed_meanwhile.add_unnamed(len(ids) - cancelled - asked)
+    return _in_batches(jobs, (JobStatus.PENDING, JobStatus.RUNNING), update, batch_size, on_batch)
 
 
 def run_jobs_now(
-    jobs: QuerySet[Job], *, now: dt.datetime | None = None, batch_size: int = BATCH_SIZE
+    jobs: QuerySet[Job],
+    *,
+    now: dt.datetime | None = None,
+    batch_size: int = BATCH_SIZE,
+    on_batch: OnBatch | None = None,
 ) -> BulkOutcome:
     """``lifecycle.run_now`` every pending job of ``jobs``, ``batch_size`` rows per UPDATE."""
     now = now or timezone.now()
+    made_due = Q(status=JobStatus.PENDING, run_at=now)
 
-    def update(rows: list[_Row], outcome: BulkOutcome) -> None:
-        ids = [row.id for row in rows]
-        _count(outcome, ids, lifecycle.make_rows_due(ids, now))
+    def update(batch: _Batch) -> None:
+        ids = [row.id for row in batch.rows]
+        batch.count(ids, lifecycle.make_rows_due(ids, now), made_due)
 
-    outcome = _in_batches(jobs, (JobStatus.PENDING,), update, batch_size)
+    outcome = _in_batches(jobs, (JobStatus.PENDING,), update, batch_size, on_batch)
     if outcome.changed.count:
         wake_workers(database_alias(), [now], now)
     return outcome
 
 
+@dataclass
+class _Batch:
+    """One batch's applicable rows, the action's outcome so far, and (``named``) the
+    jobs the batch changed, by id, for ``on_batch``."""
+
+    rows: list[_Row]
+    outcome: BulkOutcome
+    named: BatchChanges | None
+
+    def count(
+        self,
+        ids: list[int],
+        updated: int,
+        marked: Q,
+        *,
+        requested: bool = False,
+        meanwhile: bool = True,
+    ) -> None:
+        """Record an UPDATE of the rows ``ids`` that changed ``updated`` of them (in
+        ``outcome.changed``, or ``requested``); ``meanwhile``: the others changed since
+        they were read. ``marked`` picks the rows the UPDATE changed (the values it set,
+        with this action's own ``now``), read only when not all changed and the jobs
+        must be named."""
+        tally = self.outcome.requested if requested else self.outcome.changed
+        if updated == len(ids):
+            tally.add(ids)
+            changed = ids
+        else:  # some changed since they were read; which ones, the UPDATE does not say
+            tally.add_unnamed(updated)
+            if meanwhile:
+                self.outcome.changed_meanwhile.add_unnamed(len(ids) - updated)
+            changed = _marked(ids, marked) if updated and self.named is not None else []
+        if self.named is not None and changed:
+            names = {row.id: row.name for row in self.rows}
+            into = self.named.requested if requested else self.named.changed
+            into.extend((job_id, names[job_id]) for job_id in changed)
+
+
+def _marked(ids: list[int], marked: Q) -> list[int]:
+    """The rows of ``ids`` that hold the values an UPDATE set (``marked``): read in the
+    batch's transaction, where no other writer can have changed them since."""
+    rows = Job.objects.using(database_alias()).filter(marked, pk__in=ids)
+    return list(rows.order_by("pk").values_list("pk", flat=True))
+
+
 def _in_batches(
     jobs: QuerySet[Job],
     applies_to: tuple[str, ...],
-    update: Callable[[list[_Row], BulkOutcome], None],
+    update: Callable[[_Batch], None],
     batch_size: int,
+    on_batch: OnBatch | None,
 ) -> BulkOutcome:
     """Read ``jobs`` ``batch_size`` rows at a time (in id order, one keyset query per
     batch), set aside those in a status the action does not apply to, and ``update``
-    the others."""
+    the others, each batch in its own transaction (with its ``on_batch`` call)."""
     outcome = BulkOutcome()
-    for batch in _batches(jobs, batch_size):
+    for rows in _batches(jobs, batch_size):
         applicable = []
-        for row in batch:
+        for row in rows:
             if row.status in applies_to:
                 applicable.append(row)
             else:
                 outcome.not_applicable.setdefault(row.status, Tally()).add([row.id])
-        update(applicable, outcome)
+        if not applicable:
+            continue
+        batch = _Batch(applicable, outcome, None if on_batch is None else BatchChanges())
+        with transaction.atomic(using=database_alias()):
+            update(batch)
+            if on_batch is not None and batch.named is not None:
+                on_batch(batch.named)
     return outcome
 
 
@@ -221,16 +298,3 @@ def _split_by_dedupe_key(rows: list[_Row]) -> tuple[list[int], list[int]]:
             held.add(key)
         free.append(row.id)
     return free, taken
-
-
-def _count(
-    outcome: BulkOutcome, ids: list[int], updated: int, *, into: Tally | None = None
-) -> None:
-    """Record an UPDATE of the rows ``ids`` that changed ``updated`` of them (in
-    ``outcome.changed``, or in ``into``)."""
-    changed = outcome.changed if into is None else into
-    if updated == len(ids):
-        changed.add(ids)
-    else:  # some changed since they were read; which ones, the UPDATE does not say
-        changed.add_unnamed(updated)
-        outcome.changed_meanwhile.add_unnamed(len(ids) - updated)

@@ -467,12 +467,14 @@ def test_run_now_from_the_list(admin_client):
 
 
 def test_action_on_all_rows_across_pages(admin_client):
+    """Select all: a confirmation page counts the matching jobs, then its Yes acts."""
     jobs_ = [failed_job() for _ in range(3)]
-    response = admin_client.post(
-        changelist(status="failed"),
-        {"action": "retry_jobs", "select_across": 1, "index": 0, "_selected_action": [1]},
-        follow=True,
-    )
+    data = {"action": "retry_jobs", "select_across": 1, "index": 0, "_selected_action": [1]}
+    page = admin_client.post(changelist(status="failed"), data)
+    assert page.templates[0].name == "django_cronqueue/admin/all_matching_confirmation.html"
+    assert page.context["total"] == 3
+    assert Job.objects.filter(status=JobStatus.FAILED).count() == 3
+    response = admin_client.post(changelist(status="failed"), {**data, "post": "yes"}, follow=True)
     assert messages_of(response)[0].startswith("Retried 3 jobs")
     assert {job.status for job in Job.objects.filter(pk__in=[j.pk for j in jobs_])} == {
         JobStatus.PENDING
@@ -587,20 +589,26 @@ def test_a_job_that_changed_since_it_was_read_is_reported_as_such(admin_client, 
     assert Job.objects.get(pk=claimed.pk).cancel_requested_at is not None
 
 
-def test_an_action_on_many_jobs_writes_one_summary_history_entry(admin_client):
-    from django.contrib.admin.models import LogEntry
+def test_an_action_on_many_jobs_writes_a_history_entry_per_changed_job(admin_client):
+    """As Django's delete does: each changed job's own History lists the action, with the
+    user; the job it skipped gets none."""
+    from django.contrib.admin.models import CHANGE, LogEntry
 
     failed = [failed_job() for _ in range(12)]
     running = JobFactory(status=JobStatus.RUNNING)
     post_action(admin_client, "retry_jobs", [*failed, running])
-    entry = LogEntry.objects.get()
-    ids = ", ".join(f"#{job.pk}" for job in failed[:10])
-    assert (entry.object_id, entry.object_repr) == (None, "12 jobs")
-    assert entry.change_message == f"Retry (admin action): Retried 12 jobs: {ids} and 2 more."
-    assert entry.content_type.model_class() is Job
-    assert entry.user.username == "admin"
-    index = admin_client.get(reverse("admin:index")).content.decode()
-    assert "12 jobs" in index  # the admin's "Recent actions"
+    entries = LogEntry.objects.order_by("object_id")
+    assert sorted(int(entry.object_id) for entry in entries) == [job.pk for job in failed]
+    for entry, job in zip(sorted(entries, key=lambda e: int(e.object_id)), failed, strict=True):
+        assert entry.change_message == "Retry (admin action)"
+        assert entry.action_flag == CHANGE
+        assert entry.object_repr == f"{job.name} #{job.pk} (pending)"
+        assert entry.content_type.model_class() is Job
+        assert entry.user.username == "admin"
+    history = admin_client.get(reverse("admin:django_cronqueue_job_history", args=[failed[-1].pk]))
+    assert "Retry (admin action)" in history.content.decode()
+    running_history = reverse("admin:django_cronqueue_job_history", args=[running.pk])
+    assert "Retry (admin action)" not in admin_client.get(running_history).content.decode()
 
 
 def test_the_app_index_links_to_the_dashboard(admin_client):

@@ -210,9 +210,10 @@ def test_dashboard_query_count_is_constant(admin_client):
     assert len(large) == len(small) <= 16, "\n".join(large)
 
 
-def test_select_all_actions_are_batched_with_one_history_entry(admin_client):
+def test_select_all_actions_are_batched_with_one_history_insert_per_batch(admin_client):
     """Select all on 3,000 rows: a few queries per batch of 500 (never one per row), no
-    Job object loaded, one history entry, one message with the count."""
+    Job object loaded, a history entry per job written by one INSERT per batch, one
+    message with the count."""
     from django.contrib.admin.models import LogEntry
 
     def retry_all(n):
@@ -223,23 +224,29 @@ def test_select_all_actions_are_batched_with_one_history_entry(admin_client):
         LogEntry.objects.all().delete()
         data = {"action": "retry_jobs", "select_across": 1, "index": 0, "_selected_action": [1]}
         with CaptureQueriesContext(connection) as captured:
-            response = admin_client.post(JOBS + "?status=failed", data)
+            response = admin_client.post(JOBS + "?status=failed", {**data, "post": "yes"})
+        # read before the next request, which empties the connection's log of queries
+        statements = [query["sql"] for query in captured.captured_queries]
         assert response.status_code == 302
         assert Job.objects.filter(status=JobStatus.PENDING).count() == n
-        assert LogEntry.objects.count() == 1
+        assert LogEntry.objects.count() == n
         shown = [str(message) for message in admin_client.get(JOBS).context["messages"]]
-        return [query["sql"] for query in captured.captured_queries], shown
+        return statements, shown
 
     small, _ = retry_all(3)
     large, messages = retry_all(3000)
     extra_batches = 3000 // bulk.BATCH_SIZE - 1
-    # per batch: read, dedupe-key check, UPDATE and its savepoint (2); then a last read
-    assert len(large) <= len(small) + extra_batches * 5 + 1, "\n".join(large)
-    entry = LogEntry.objects.get()
-    assert entry.object_repr == "3,000 jobs"
-    assert entry.change_message.startswith("Retry (admin action): Retried 3,000 jobs: #")
-    assert entry.change_message.endswith(" and 2,990 more.")
-    assert messages == [entry.change_message.removeprefix("Retry (admin action): ")]
+    # per batch: read, dedupe-key check, its transaction (2), the UPDATE's savepoint (2),
+    # the lock of the counts, the rows locked, the UPDATE, what the rows wait for (3), the
+    # history INSERTs (1 to 4), and a vendor's extra (MariaDB's partition move); then a
+    # last read
+    assert len(large) <= len(small) + extra_batches * 18 + 1, "\n".join(large)
+    inserts = [sql for sql in large if sql.startswith("INSERT") and "django_admin_log" in sql]
+    # many entries per INSERT: 500 on PostgreSQL and MariaDB, about 140 under SQLite's limit
+    # of 999 parameters per statement
+    assert 3000 // bulk.BATCH_SIZE <= len(inserts) <= 3000 // 100
+    assert messages[0].startswith("Retried 3,000 jobs: #")
+    assert messages[0].endswith(" and 2,990 more.")
 
 
 def test_job_detail_query_count(admin_client):

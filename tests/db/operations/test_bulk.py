@@ -177,6 +177,59 @@ def test_a_pending_job_claimed_after_it_was_read_is_asked_to_stop(monkeypatch):
     assert Job.objects.get(pk=claimed.pk).cancel_requested_by == "ops"
 
 
+def recorder():
+    """An ``on_batch`` that keeps what each batch named, and whether it ran inside a
+    transaction."""
+    calls = []
+
+    def on_batch(changes):
+        calls.append((changes.changed, changes.requested, connection.in_atomic_block))
+
+    return calls, on_batch
+
+
+def test_on_batch_names_each_batchs_changed_jobs_inside_its_transaction():
+    failed = JobFactory.create_batch(5, status="failed", finished_at=timezone.now())
+    running = JobFactory(status="running")
+    calls, on_batch = recorder()
+    bulk.retry_jobs(Job.objects.all(), batch_size=2, on_batch=on_batch)
+    named = [(job.pk, job.name) for job in failed]
+    # the batch of the running job and the last failed one names only the latter
+    assert calls == [
+        (named[0:2], [], True),
+        (named[2:4], [], True),
+        (named[4:5], [], True),
+    ]
+    assert running.pk not in {pk for changed, _, _ in calls for pk, _ in changed}
+
+
+def test_on_batch_names_only_the_jobs_an_update_changed(monkeypatch):
+    """A job claimed after its batch was read is asked to stop, not cancelled; one that
+    finished meanwhile is neither: each named where it belongs (read back by the values
+    the UPDATE set)."""
+    claimed, finished, other = JobFactory.create_batch(3)
+
+    def workers_act():
+        Job.objects.filter(pk=claimed.pk).update(status="running")
+        Job.objects.filter(pk=finished.pk).update(status="succeeded")
+
+    read_then(workers_act, monkeypatch)
+    calls, on_batch = recorder()
+    outcome = bulk.cancel_jobs(Job.objects.all(), on_batch=on_batch)
+    assert calls == [([(other.pk, other.name)], [(claimed.pk, claimed.name)], True)]
+    assert (outcome.changed.count, outcome.requested.count) == (1, 1)
+    assert outcome.changed_meanwhile.count == 1
+
+
+def test_run_now_names_the_jobs_it_made_due(monkeypatch):
+    due, claimed = JobFactory.create_batch(2)
+    read_then(lambda: Job.objects.filter(pk=claimed.pk).update(status="running"), monkeypatch)
+    calls, on_batch = recorder()
+    outcome = bulk.run_jobs_now(Job.objects.all(), on_batch=on_batch)
+    assert calls == [([(due.pk, due.name)], [], True)]
+    assert outcome.changed_meanwhile.count == 1
+
+
 def test_a_batch_size_below_one_is_refused():
     with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
         bulk.retry_jobs(Job.objects.all(), batch_size=0)
@@ -194,7 +247,8 @@ def test_a_batch_size_below_one_is_refused():
 )
 def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
     """3,000 rows: six batches of 500, each a read, a dedupe-key check (retry of keyed
-    rows), the rows locked, the UPDATE and its transaction, and for a retry the lock of the
+    rows), the rows locked, the UPDATE, the batch's transaction (and within it, for a
+    retry, the savepoint that an IntegrityError rolls back), and for a retry the lock of the
     counts of finished rows (made by the first one), the read of what the retried rows wait
     for (their batch callbacks, their upstream jobs: jobs.chain, jobs.group) and on MariaDB
     the move of the retried rows back to the hot partition, then one read that finds no
@@ -206,14 +260,15 @@ def test_set_based_actions_cost_a_few_queries_per_batch(action, status, keyed):
         outcome = action(Job.objects.all())
     assert outcome.changed.count + outcome.requested.count == 3000
     batches = 3000 // bulk.BATCH_SIZE
-    per_batch = 11 if action is bulk.retry_jobs and connection.vendor == "mysql" else 10
+    per_batch = 13 if action is bulk.retry_jobs and connection.vendor == "mysql" else 12
     assert len(captured) <= batches * per_batch + 4, "\n".join(q["sql"][:120] for q in captured)
 
 
 def test_retrying_many_jobs_that_waited_for_others_costs_a_few_queries_per_batch():
     """A retried job with upstream jobs waits again for what it still waits for: 1,000
     of them (two batches) are settled by one UPDATE per outcome, never one per row (and
-    each batch locks the counts of finished rows, whose row the first one makes)."""
+    each batch, in its own transaction, locks the counts of finished rows, whose row the
+    first one makes)."""
     upstream = JobFactory(status="succeeded")
     waiting = Job.objects.bulk_create(
         JobFactory.build(status="cancelled", blocked=True, waiting_for=1) for _ in range(1000)
@@ -225,6 +280,6 @@ def test_retrying_many_jobs_that_waited_for_others_costs_a_few_queries_per_batch
     with CaptureQueriesContext(connection) as captured:
         outcome = bulk.retry_jobs(Job.objects.filter(pk__in=ids))
     assert outcome.changed.count == len(waiting) == 1000
-    assert len(captured) <= 2 * 13 + 4, "\n".join(q["sql"][:120] for q in captured)
+    assert len(captured) <= 2 * 15 + 4, "\n".join(q["sql"][:120] for q in captured)
     released = Job.objects.filter(pk__in=ids, status="pending", blocked=False, waiting_for=0)
     assert released.count() == 1000  # their upstream job had succeeded: due at once
