@@ -44,6 +44,7 @@ from .filters import (
 )
 from .job_actions import CANCEL_REQUEST, JOB, JOB_ACTIONS, outcome_messages, perform
 from .job_columns import JobColumns
+from .payload_search import search_terms
 from .renderers import (
     count_text,
     detail_time,
@@ -55,7 +56,7 @@ from .renderers import (
     relative,
     zone,
 )
-from .search import as_id, fits, search, search_words
+from .search import as_id, fits, search
 from .workflows import batch_text, blocked_text, linked_jobs, links_of
 
 UNSUCCESSFUL = [status for status in JobStatus.values if status != JobStatus.SUCCEEDED]
@@ -98,7 +99,8 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
     search_fields = ["=id", "name", "=dedupe_key", "last_error"]  # see get_search_results
     search_help_text = (
         "A job id, an exact dedupe key, part of a name, or part of the error (of jobs that "
-        "did not succeed, unless the list is filtered by status)."
+        "did not succeed, unless the list is filtered by status); key:value for a value of "
+        'the arguments (order.id:42, city:"New York").'
     )
     sortable_by = ["id"]  # sorting by other columns would sort the whole table
     show_full_result_count = False
@@ -335,8 +337,9 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
         or its error text (by substring). Django's default would compare ``UPPER(id::text)``
         and scan every row for each field; here only the error text is scanned, and
         unless the list is filtered by status, only among jobs that did not succeed
-        (found through the status index), so a search stays fast on millions of rows."""
-        if not search_words(search_term):
+        (found through the status index), so a search stays fast on millions of rows.
+        A ``key:value`` word matches a value of the payload (``payload_search``)."""
+        if not search_terms(search_term):
             return queryset, False
         names = observe.distinct_values("name")
         status_filtered = bool(request.GET.get("status") or request.GET.get("failed"))
@@ -359,7 +362,7 @@ class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
                 conditions.append(error)
             return reduce(operator.or_, conditions) if conditions else None
 
-        return search(request, queryset, search_term, match), False
+        return search(request, queryset, search_term, match, payload=True), False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList

@@ -20,6 +20,8 @@ from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.text import smart_split, unescape_string_literal
 
+from .payload_search import PayloadMatch, PayloadTerm, Unsearchable, search_terms
+
 M = TypeVar("M", bound=Model)
 
 MAX_SEARCH_WORDS = 20
@@ -54,9 +56,17 @@ def fits(word: str, max_length: int) -> bool:
     return len(word) <= max_length
 
 
-def search(request: HttpRequest, queryset: QuerySet[M], term: str, match: Match) -> QuerySet[M]:
-    """The rows of ``queryset`` that every word of ``term`` matches."""
-    words = search_words(term)
+def search(
+    request: HttpRequest,
+    queryset: QuerySet[M],
+    term: str,
+    match: Match,
+    *,
+    payload: bool = False,
+) -> QuerySet[M]:
+    """The rows of ``queryset`` that every word of ``term`` matches; with ``payload``, a
+    ``key:value`` word matches a value of the payload instead (``payload_search``)."""
+    words = search_terms(term) if payload else search_words(term)
     if len(words) > MAX_SEARCH_WORDS:
         messages.warning(
             request,
@@ -65,8 +75,23 @@ def search(request: HttpRequest, queryset: QuerySet[M], term: str, match: Match)
         )
         return queryset.none()
     for word in words:
-        condition = match(word)
+        condition = match(word) if isinstance(word, str) else payload_match(request, word)
         if condition is None:
             return queryset.none()
         queryset = queryset.filter(condition)
     return queryset
+
+
+def payload_match(request: HttpRequest, term: PayloadTerm | Unsearchable) -> Q | None:
+    """A ``key:value`` term's condition; None (no row) for a path through an encrypted
+    value, or for a term too long to search (with a message saying so)."""
+    if isinstance(term, Unsearchable):
+        messages.warning(
+            request,
+            f"The search term {term.term!r} is too long to match a payload value: "
+            f"use {term.reason}.",
+        )
+        return None
+    if term.through_encrypted:
+        return None
+    return Q(PayloadMatch(term))
