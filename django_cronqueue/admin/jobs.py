@@ -44,6 +44,7 @@ from .filters import (
 )
 from .job_actions import CANCEL_REQUEST, JOB, JOB_ACTIONS, outcome_messages, perform
 from .job_columns import JobColumns
+from .live import LiveRefresh
 from .payload_search import search_terms
 from .renderers import (
     count_text,
@@ -74,7 +75,7 @@ def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
     return display
 
 
-class JobAdmin(JobColumns, ReadOnlyAdmin[Job]):
+class JobAdmin(LiveRefresh, JobColumns, ReadOnlyAdmin[Job]):
     change_list_template = "django_cronqueue/admin/job_change_list.html"
     change_form_template = "django_cronqueue/admin/job_change_form.html"
     # Five columns, so that the list fits beside Django's navigation sidebar and the filters

@@ -20,6 +20,7 @@ from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.text import smart_split, unescape_string_literal
 
+from .live import is_live
 from .payload_search import PayloadMatch, PayloadTerm, Unsearchable, search_terms
 
 M = TypeVar("M", bound=Model)
@@ -68,7 +69,7 @@ def search(
     ``key:value`` word matches a value of the payload instead (``payload_search``)."""
     words = search_terms(term) if payload else search_words(term)
     if len(words) > MAX_SEARCH_WORDS:
-        messages.warning(
+        warn(
             request,
             f"A search can have at most {MAX_SEARCH_WORDS} different words; this one has "
             f"{len(words)}. Search for fewer words.",
@@ -86,7 +87,7 @@ def payload_match(request: HttpRequest, term: PayloadTerm | Unsearchable) -> Q |
     """A ``key:value`` term's condition; None (no row) for a path through an encrypted
     value, or for a term too long to search (with a message saying so)."""
     if isinstance(term, Unsearchable):
-        messages.warning(
+        warn(
             request,
             f"The search term {term.term!r} is too long to match a payload value: "
             f"use {term.reason}.",
@@ -95,3 +96,9 @@ def payload_match(request: HttpRequest, term: PayloadTerm | Unsearchable) -> Q |
     if term.through_encrypted:
         return None
     return Q(PayloadMatch(term))
+
+
+def warn(request: HttpRequest, message: str) -> None:
+    """A search's warning, on the page load (a live refresh adds no message)."""
+    if not is_live(request):
+        messages.warning(request, message)
