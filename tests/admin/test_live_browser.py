@@ -164,6 +164,25 @@ def test_select_all_survives_a_refresh_and_covers_new_rows(server, browser_page)
     expect(page.locator(".action-counter")).to_have_text("11 of 11 selected")
 
 
+def test_an_empty_list_gets_its_first_rows_and_their_actions(server, browser_page):
+    page = browser_page
+    [job] = jobs_to_list(1)
+    log_in(page, server, LIST)
+    page.goto(f"{server.url}{LIST}?status=failed")
+    expect(page.locator("p.paginator")).to_contain_text("0 jobs")
+    set_rate(page, "2")
+    mark_the_window(page)
+    change_status(job, JobStatus.FAILED)
+    box = page.locator(f"#result_list input.action-select[value='{job.pk}']")
+    expect(box).to_have_count(1, timeout=WAIT)
+    assert_not_reloaded(page)
+    box.check()
+    expect(page.locator(".action-counter")).to_have_text("1 of 1 selected")
+    page.select_option("select[name=action]", "retry_jobs")
+    page.get_by_role("button", name="Go").click()
+    expect(page.locator(".messagelist .success")).to_have_text(f"Retried 1 job: #{job.pk}.")
+
+
 def test_paused_the_list_stays_as_it_is_and_the_rate_is_remembered(server, browser_page):
     page = browser_page
     [job] = jobs_to_list(1)

@@ -134,6 +134,20 @@
         setHidden(form, '.actions span.action-counter', false);
     }
 
+    /* The list was empty and has rows now: the form is swapped whole, and Django's
+     * actions.js, which found no rows at load, is started on them. */
+    function fillEmptyList(form, newForm) {
+        if (isBusy(form)) {
+            return true;  // try again at the next turn
+        }
+        form.replaceChildren(...Array.from(newForm.childNodes, (n) => document.importNode(n, true)));
+        const boxes = form.querySelectorAll('tr input.action-select');
+        if (boxes.length > 0 && typeof window.Actions === 'function') {
+            window.Actions(boxes);
+        }
+        return true;
+    }
+
     function refreshChangelist(doc) {
         const form = document.getElementById('changelist-form');
         const newForm = doc.getElementById('changelist-form');
@@ -144,7 +158,7 @@
         const tbody = form.querySelector('#result_list tbody');
         const newTbody = newForm.querySelector('#result_list tbody');
         if (!tbody && newTbody) {
-            return false;  // the list was empty and has rows now: Django's actions need a load
+            return fillEmptyList(form, newForm);
         }
         if (tbody) {
             const across = form.querySelector('input.select-across');
