@@ -238,6 +238,8 @@ def test_a_jobs_page_and_the_dashboard_follow_the_database(server, browser_page)
     change_status(job, JobStatus.FAILED)
     expect(page.locator(".field-status_display .cq-status-failed")).to_be_visible(timeout=WAIT)
     expect(page.get_by_role("button", name="Retry")).to_be_visible()
+    expect(page.locator("#content > h2")).to_contain_text(f"#{job.pk} (failed)")
+    expect(page.locator("div.breadcrumbs")).to_contain_text(f"#{job.pk} (failed)")
     assert_not_reloaded(page)
 
     page.goto(f"{server.url}{LIST}dashboard/")

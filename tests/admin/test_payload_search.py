@@ -27,7 +27,14 @@ def names_found(client, **params: str) -> list[str]:
 @pytest.fixture
 def payloads():
     rows = {
-        "number": {"order": {"id": 42}, "tags": ["red", "blue"], "flag": True, "note": None},
+        "number": {
+            "order": {"id": 42},
+            "tags": ["red", "blue"],
+            "flag": True,
+            "note": None,
+            "amount": 2000,
+            "delta": -1.5,
+        },
         "string": {"order": {"id": "42"}, "items": [{"sku": "A1"}, {"sku": "B2"}], "flag": 1},
         "in_list": {"order": [{"id": 7}, {"id": 42.0}], "city": "New York"},
         "encrypted": {
@@ -54,6 +61,10 @@ def payloads():
         ("flag:true", ["number", "other"]),  # true or "true", never 1
         ("flag:1", ["string"]),
         ("note:null", ["number"]),  # a JSON null, not a missing key
+        ("amount:2e3", ["number"]),  # the same number, written otherwise
+        ("amount:2000.0", ["number"]),
+        ("delta:-1.5", ["number"]),
+        ("delta:-1.50", ["number"]),
         ("order:42", []),  # an object is no value
         ("order.id.deeper:42", []),
         ("missing:x", []),

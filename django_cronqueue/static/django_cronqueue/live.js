@@ -5,7 +5,8 @@
  * are the status counts, the rows (each row's checkbox element is kept, so the selection
  * and Django's "select all" stay), the pagination and the selection counter; the search
  * box and the action menu are never touched. On a job's page and on the dashboard it is
- * #content-main, unless a form control in it has the focus or was changed. The window's
+ * #content-main (and the subtitle, the breadcrumbs and the title, which name the job and
+ * its status), unless a form control in it has the focus or was changed. The window's
  * scroll position is kept. A control pauses the refresh and picks the rate (remembered in
  * localStorage); a hidden tab does not refresh. Without JavaScript the page stays as
  * served.
@@ -204,6 +205,10 @@
         const details = openDetails(region);
         region.replaceChildren(...Array.from(fresh.childNodes, (n) => document.importNode(n, true)));
         restoreDetails(region, details);
+        // What names the page may say its status too: "#81 (pending)".
+        replaceWith(document.querySelector('#content > h2'), doc.querySelector('#content > h2'));
+        replaceWith(document.querySelector('div.breadcrumbs'), doc.querySelector('div.breadcrumbs'));
+        document.title = doc.title;
         return true;
     }
 
