@@ -164,6 +164,31 @@ def test_select_all_survives_a_refresh_and_covers_new_rows(server, browser_page)
     expect(page.locator(".action-counter")).to_have_text("11 of 11 selected")
 
 
+def test_select_all_matching_jobs_survives_a_refresh(server, browser_page):
+    """Django's "Select all N jobs" (every matching job, on every page) stays chosen, and
+    takes in the job that arrived."""
+    page = browser_page
+    Job.objects.bulk_create(JobFactory.build(name="mail.send") for _ in range(105))
+    log_in(page, server, LIST)
+    expect(page.locator("#result_list")).to_be_visible()
+    set_rate(page, "2")
+    mark_the_window(page)
+    page.check("#action-toggle")
+    page.get_by_role("button", name="Select all 105 jobs").click()
+    expect(page.locator(".actions span.all")).to_have_text("All 105 selected")
+
+    newcomer = JobFactory(name="mail.send")
+    connections.close_all()
+    box = page.locator(f"#result_list input.action-select[value='{newcomer.pk}']")
+    expect(box).to_have_count(1, timeout=WAIT)
+    assert_not_reloaded(page)
+    expect(page.locator(".actions span.all")).to_have_text("All 106 selected")
+    expect(page.locator(".actions span.all")).to_be_visible()
+    assert page.input_value("input.select-across") == "1"
+    assert box.is_checked()
+    expect(page.locator("tr input.action-select:not(:checked)")).to_have_count(0)
+
+
 def test_an_empty_list_gets_its_first_rows_and_their_actions(server, browser_page):
     page = browser_page
     [job] = jobs_to_list(1)
