@@ -176,3 +176,46 @@ def test_any_key_value_term_answers_a_page(admin_client, path, value):
     JobFactory(name="fuzz", payload={path[0]: value})
     response = admin_client.get(reverse(CHANGELIST), {"q": ".".join(path) + ":" + value})
     assert response.status_code == 200
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_finds_archived_jobs_through_their_history_tables_index(admin_client):
+    """Finished rows move to history tables (history/archive): each has its payload index."""
+    from django.utils import timezone
+
+    from django_cronqueue.history import archive
+    from django_cronqueue.history.archive import postgresql as pg_history
+
+    now = timezone.now()
+    failed = JobFactory(
+        name="shop.charge",
+        payload={"order": {"id": 42}},
+        status=JobStatus.FAILED,
+        finished_at=now,
+        last_error="RuntimeError: declined",
+    )
+    JobFactory(name="shop.charge", payload={"order": {"id": 43}}, status=JobStatus.FAILED)
+    assert archive.archive(now) >= 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT tableoid::regclass::text FROM {failed._meta.db_table} WHERE id = %s",
+            [failed.pk],
+        )
+        assert cursor.fetchone()[0].strip('"') == pg_history.ENDED_TABLE
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s", [pg_history.ENDED_TABLE]
+        )
+        assert pg_history.ENDED_TABLE + "_payload" in {row[0] for row in cursor.fetchall()}
+    assert names_found(admin_client, q="order.id:42", status="failed") == ["shop.charge"]
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        try:
+            with CaptureQueriesContext(connection) as captured:
+                names_found(admin_client, q="order.id:42")
+            [sql] = [q["sql"] for q in captured.captured_queries if "@?" in q["sql"]][:1]
+            cursor.execute("EXPLAIN " + sql)
+            plan = "\n".join(row for (row,) in cursor.fetchall())
+        finally:
+            cursor.execute("RESET enable_seqscan")
+    assert pg_history.ENDED_TABLE + "_payload" in plan, plan
