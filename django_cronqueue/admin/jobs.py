@@ -339,7 +339,8 @@ class JobAdmin(LiveRefresh, JobColumns, ReadOnlyAdmin[Job]):
         and scan every row for each field; here only the error text is scanned, and
         unless the list is filtered by status, only among jobs that did not succeed
         (found through the status index), so a search stays fast on millions of rows.
-        A ``key:value`` word matches a value of the payload (``payload_search``)."""
+        A ``key:value`` word matches a value of the payload (``payload_search``) or, as
+        typed, a dedupe key (``invoice:7731``)."""
         if not search_terms(search_term):
             return queryset, False
         names = observe.distinct_values("name")
@@ -363,7 +364,10 @@ class JobAdmin(LiveRefresh, JobColumns, ReadOnlyAdmin[Job]):
                 conditions.append(error)
             return reduce(operator.or_, conditions) if conditions else None
 
-        return search(request, queryset, search_term, match, payload=True), False
+        def exact_key(word: str) -> Q | None:
+            return Q(dedupe_key=word) if fits(word, MAX_DEDUPE_KEY_LENGTH) else None
+
+        return search(request, queryset, search_term, match, payload=True, also=exact_key), False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList

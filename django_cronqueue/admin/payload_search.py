@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import BooleanField, F, Func
@@ -50,6 +50,8 @@ class PayloadTerm:
     number: str | None = None
     #: ``"true"``, ``"false"`` or ``"null"``: the JSON literal an unquoted value also matches.
     literal: str | None = None
+    #: The term as typed (a dedupe key may look like one: ``invoice:7731``).
+    word: str = field(default="", compare=False)
 
     @property
     def through_encrypted(self) -> bool:
@@ -92,10 +94,10 @@ def parse_term(bit: str) -> Term:
     if len(value) > MAX_VALUE_CHARS:
         return Unsearchable(shown, f"a value of at most {MAX_VALUE_CHARS:,} characters")
     if _is_quoted(raw_value):
-        return PayloadTerm(keys, value)
+        return PayloadTerm(keys, value, word=bit)
     number = value if _JSON_NUMBER.fullmatch(value) and math.isfinite(float(value)) else None
     literal = value if value in _LITERALS else None
-    return PayloadTerm(keys, value, number, literal)
+    return PayloadTerm(keys, value, number, literal, word=bit)
 
 
 def search_terms(term: str) -> list[Term]:

@@ -64,9 +64,11 @@ def search(
     match: Match,
     *,
     payload: bool = False,
+    also: Match | None = None,
 ) -> QuerySet[M]:
     """The rows of ``queryset`` that every word of ``term`` matches; with ``payload``, a
-    ``key:value`` word matches a value of the payload instead (``payload_search``)."""
+    ``key:value`` word matches a value of the payload instead (``payload_search``), or
+    what ``also`` says the word matches as typed."""
     words = search_terms(term) if payload else search_words(term)
     if len(words) > MAX_SEARCH_WORDS:
         warn(
@@ -76,16 +78,19 @@ def search(
         )
         return queryset.none()
     for word in words:
-        condition = match(word) if isinstance(word, str) else payload_match(request, word)
+        condition = match(word) if isinstance(word, str) else payload_match(request, word, also)
         if condition is None:
             return queryset.none()
         queryset = queryset.filter(condition)
     return queryset
 
 
-def payload_match(request: HttpRequest, term: PayloadTerm | Unsearchable) -> Q | None:
-    """A ``key:value`` term's condition; None (no row) for a path through an encrypted
-    value, or for a term too long to search (with a message saying so)."""
+def payload_match(
+    request: HttpRequest, term: PayloadTerm | Unsearchable, also: Match | None = None
+) -> Q | None:
+    """A ``key:value`` term's condition, or ``also``'s for the word as typed; None (no row)
+    for a term too long to search (with a message saying so). A path through an encrypted
+    value matches no payload."""
     if isinstance(term, Unsearchable):
         warn(
             request,
@@ -93,9 +98,11 @@ def payload_match(request: HttpRequest, term: PayloadTerm | Unsearchable) -> Q |
             f"use {term.reason}.",
         )
         return None
+    typed = also(term.word) if also is not None else None
     if term.through_encrypted:
-        return None
-    return Q(PayloadMatch(term))
+        return typed
+    payload = Q(PayloadMatch(term))
+    return payload if typed is None else payload | typed
 
 
 def warn(request: HttpRequest, message: str) -> None:

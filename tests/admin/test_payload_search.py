@@ -103,6 +103,14 @@ def test_terms_combine_with_each_other_with_words_and_with_the_filters(admin_cli
     assert names_found(admin_client, q="order.id:42", name="mail.send") == ["mail.send"]
 
 
+def test_a_dedupe_key_that_looks_like_a_term_is_still_found(admin_client, payloads):
+    JobFactory(name="keyed", dedupe_key="invoice:7731", payload={})
+    JobFactory(name="by_payload", payload={"invoice": 7731})
+    assert names_found(admin_client, q="invoice:7731") == ["by_payload", "keyed"]
+    JobFactory(name="secret_key", dedupe_key="card.$encrypted:x", payload={})
+    assert names_found(admin_client, q="card.$encrypted:x") == ["secret_key"]
+
+
 @pytest.mark.parametrize("term", ["TimeoutError:", ":", ":42", "a..b:1", '"order.id:42"'])
 def test_words_without_a_key_or_a_value_or_quoted_whole_search_as_before(admin_client, term):
     """They match the error text as plain words (and never fail)."""
