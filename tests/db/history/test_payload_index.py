@@ -1,6 +1,6 @@
-"""PostgreSQL: the migration ``*_payload_search_index`` gives the job table and every history table a GIN index on
-the payload (the admin's ``key:value`` search), and takes them away when reversed; the
-history tables made later get theirs from the archive."""
+"""PostgreSQL: the migration ``*_payload_search_index`` gives the job table and every
+history table a GIN index on the payload (the admin's ``key:value`` search), and takes
+them away when reversed; the history tables made later get theirs from the archive."""
 
 from __future__ import annotations
 
