@@ -243,6 +243,7 @@ def main() -> None:
         ("search: a job id", base + f"?q={some_failed}"),
         ("search: a dedupe key", base + "?q=key-500000"),
         ("search: error text (full scan)", base + "?q=failure+123456"),
+        ("search: a payload value", base + "?q=user_id%3A123456"),
         ("job detail page", base + f"{some_failed}/change/"),
         ("dashboard", base + "dashboard/"),
         ("cron schedule list", SCHEDULES),

@@ -29,6 +29,7 @@ from django.utils.timesince import timesince
 from .. import observe
 from ..models import CronSchedule, Job, JobStatus, Pause
 from .base import ReadOnlyAdmin
+from .live import keep_messages
 from .renderers import count_text, local_time, pause_until_text, relative, status_pill, zone
 
 ONE_HOUR = dt.timedelta(hours=1)
@@ -265,7 +266,8 @@ def dashboard_view(model_admin: ReadOnlyAdmin[Job], request: HttpRequest) -> Htt
         "media": model_admin.media,
     }
     request.current_app = site.name
-    return TemplateResponse(request, "django_cronqueue/admin/dashboard.html", context)
+    response = TemplateResponse(request, "django_cronqueue/admin/dashboard.html", context)
+    return keep_messages(request, response)
 
 
 def _worker_item(live: observe.LiveWorker, now: dt.datetime) -> dict[str, Any]:

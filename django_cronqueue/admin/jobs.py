@@ -43,6 +43,8 @@ from .filters import (
 from .job_action_views import JobActionsAdmin
 from .job_actions import JOB_ACTIONS
 from .job_columns import JobColumns
+from .live import LiveRefresh
+from .payload_search import search_terms
 from .renderers import (
     count_text,
     detail_time,
@@ -54,7 +56,7 @@ from .renderers import (
     relative,
     zone,
 )
-from .search import as_id, fits, search, search_words
+from .search import as_id, fits, search
 from .timeline import job_timeline_context
 from .workflows import batch_text, blocked_text, linked_jobs, links_of
 
@@ -73,7 +75,7 @@ def time_display(field: str, description: str) -> Callable[[Any, Job], str]:
     return display
 
 
-class JobAdmin(JobColumns, JobActionsAdmin):
+class JobAdmin(LiveRefresh, JobColumns, JobActionsAdmin):
     change_list_template = "django_cronqueue/admin/job_change_list.html"
     change_form_template = "django_cronqueue/admin/job_change_form.html"
     # Five columns, so that the list fits beside Django's navigation sidebar and the filters
@@ -98,7 +100,8 @@ class JobAdmin(JobColumns, JobActionsAdmin):
     search_fields = ["=id", "name", "=dedupe_key", "last_error"]  # see get_search_results
     search_help_text = (
         "A job id, an exact dedupe key, part of a name, or part of the error (of jobs that "
-        "did not succeed, unless the list is filtered by status)."
+        "did not succeed, unless the list is filtered by status); key:value for a value of "
+        'the arguments (order.id:42, city:"New York").'
     )
     sortable_by = ["id"]  # sorting by other columns would sort the whole table
     show_full_result_count = False
@@ -335,8 +338,10 @@ class JobAdmin(JobColumns, JobActionsAdmin):
         or its error text (by substring). Django's default would compare ``UPPER(id::text)``
         and scan every row for each field; here only the error text is scanned, and
         unless the list is filtered by status, only among jobs that did not succeed
-        (found through the status index), so a search stays fast on millions of rows."""
-        if not search_words(search_term):
+        (found through the status index), so a search stays fast on millions of rows.
+        A ``key:value`` word matches a value of the payload (``payload_search``) or, as
+        typed, a dedupe key (``invoice:7731``)."""
+        if not search_terms(search_term):
             return queryset, False
         names = observe.distinct_values("name")
         status_filtered = bool(request.GET.get("status") or request.GET.get("failed"))
@@ -359,7 +364,10 @@ class JobAdmin(JobColumns, JobActionsAdmin):
                 conditions.append(error)
             return reduce(operator.or_, conditions) if conditions else None
 
-        return search(request, queryset, search_term, match), False
+        def exact_key(word: str) -> Q | None:
+            return Q(dedupe_key=word) if fits(word, MAX_DEDUPE_KEY_LENGTH) else None
+
+        return search(request, queryset, search_term, match, payload=True, also=exact_key), False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList

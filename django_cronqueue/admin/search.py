@@ -20,6 +20,9 @@ from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.text import smart_split, unescape_string_literal
 
+from .live import is_live
+from .payload_search import PayloadMatch, PayloadTerm, Unsearchable, search_terms
+
 M = TypeVar("M", bound=Model)
 
 MAX_SEARCH_WORDS = 20
@@ -54,19 +57,55 @@ def fits(word: str, max_length: int) -> bool:
     return len(word) <= max_length
 
 
-def search(request: HttpRequest, queryset: QuerySet[M], term: str, match: Match) -> QuerySet[M]:
-    """The rows of ``queryset`` that every word of ``term`` matches."""
-    words = search_words(term)
+def search(
+    request: HttpRequest,
+    queryset: QuerySet[M],
+    term: str,
+    match: Match,
+    *,
+    payload: bool = False,
+    also: Match | None = None,
+) -> QuerySet[M]:
+    """The rows of ``queryset`` that every word of ``term`` matches; with ``payload``, a
+    ``key:value`` word matches a value of the payload instead (``payload_search``), or
+    what ``also`` says the word matches as typed."""
+    words = search_terms(term) if payload else search_words(term)
     if len(words) > MAX_SEARCH_WORDS:
-        messages.warning(
+        warn(
             request,
             f"A search can have at most {MAX_SEARCH_WORDS} different words; this one has "
             f"{len(words)}. Search for fewer words.",
         )
         return queryset.none()
     for word in words:
-        condition = match(word)
+        condition = match(word) if isinstance(word, str) else payload_match(request, word, also)
         if condition is None:
             return queryset.none()
         queryset = queryset.filter(condition)
     return queryset
+
+
+def payload_match(
+    request: HttpRequest, term: PayloadTerm | Unsearchable, also: Match | None = None
+) -> Q | None:
+    """A ``key:value`` term's condition, or ``also``'s for the word as typed; None (no row)
+    for a term too long to search (with a message saying so). A path through an encrypted
+    value matches no payload."""
+    if isinstance(term, Unsearchable):
+        warn(
+            request,
+            f"The search term {term.term!r} is too long to match a payload value: "
+            f"use {term.reason}.",
+        )
+        return None
+    typed = also(term.word) if also is not None else None
+    if term.through_encrypted:
+        return typed
+    payload = Q(PayloadMatch(term))
+    return payload if typed is None else payload | typed
+
+
+def warn(request: HttpRequest, message: str) -> None:
+    """A search's warning, on the page load (a live refresh adds no message)."""
+    if not is_live(request):
+        messages.warning(request, message)

@@ -159,6 +159,7 @@ SAFE_NAMES = {
     "which",  # archive: ENDED or SUCCEEDED_ON_DAY (asserted there)
     "definition",  # archive: an index's columns, from its INDEXES constant
     "probes",  # claiming/fair.py: _probe()s, joined by ", "
+    "sources_sql",  # admin/payload_search.py: json_each() of compiled columns, fixed aliases
 }  # fmt: skip
 # limit_clause(): "LIMIT " and an int() of the claim's size.
 # job_rows(): the job table's name, after "ONLY" on PostgreSQL.

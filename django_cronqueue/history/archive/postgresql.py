@@ -161,6 +161,7 @@ INDEXES = (
     ("_queue", "(queue, status)"),
     ("_occurrence", "(name, scheduled_for, schedule) WHERE scheduled_for IS NOT NULL"),
     ("_dedupe_key", "(dedupe_key) WHERE dedupe_key IS NOT NULL"),
+    ("_payload", "USING gin (payload jsonb_path_ops)"),  # the admin's key:value search
 )
 
 
