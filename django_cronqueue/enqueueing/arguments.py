@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +22,7 @@ from ..conf import get_settings
 from ..definitions.flow_options import MAX_LIMIT_KEY_LENGTH, key_from_value, key_problem
 from ..definitions.registry import JobDefinition
 from ..exceptions import InvalidPayload
+from ..integrations import encryption
 from ..values import typedjson
 from ..values.validation import (
     JSON_ADVICE,
@@ -57,10 +58,11 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             f"got {type(payload).__name__}."
         )
     advice = JSON_ADVICE
+    stored = isinstance(payload, StoredPayload)
     if definition.typed_values:
         advice = TYPED_ADVICE
-        if not isinstance(payload, StoredPayload):
-            payload = _encoded(name, payload)
+        if not stored:
+            payload = _encoded(definition, payload)
     for key, value in payload.items():
         if not isinstance(key, str):
             raise InvalidPayload(
@@ -71,8 +73,10 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             value, key, noun="payload key", depth=2, inside=[payload], advice=advice
         )
         if problem:
-            raise InvalidPayload(f"Job {name!r}: {problem}")
+            raise InvalidPayload(f"Job {name!r}: {_unquoted(definition, key, value, problem)}")
     _check_binds(definition, payload)
+    if definition.sensitive and not stored:
+        payload = encryption.encrypt_payload(payload, _sensitive_keys(definition, payload))
     payload = StoredPayload(payload)
     size = len(json.dumps(payload, ensure_ascii=False).encode())
     limit = get_settings().MAX_PAYLOAD_BYTES
@@ -84,15 +88,44 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
     return payload
 
 
-def _encoded(name: str, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+def _sensitive_keys(definition: JobDefinition, payload: Mapping[str, Any]) -> Iterable[str]:
+    return payload.keys() if definition.sensitive_all else definition.sensitive_keys
+
+
+def is_sensitive_key(definition: JobDefinition, key: str) -> bool:
+    return definition.sensitive_all or key in definition.sensitive_keys
+
+
+def _unquoted(definition: JobDefinition, key: str, value: Any, problem: str) -> str:
+    """``problem`` with a payload key's value, or in its place, for a sensitive key,
+    what it is without quoting it."""
+    if not definition.sensitive or not is_sensitive_key(definition, key):
+        return problem
+    return (
+        f"payload key {key!r} is sensitive and holds a {type(value).__name__} that cannot "
+        "be stored as JSON (its value is not shown). Pass JSON values: str, int, float, "
+        "bool, None, lists and dicts of them (and datetime, date, time, timedelta, "
+        "Decimal, UUID)."
+    )
+
+
+def _encoded(definition: JobDefinition, payload: Mapping[str, Any]) -> Mapping[str, Any]:
     """The payload with its datetime, Decimal, UUID... values tagged (typedjson); the
-    same mapping when it holds none (the JSON checks then see its circular references)."""
+    same mapping when it holds none (the JSON checks then see its circular references).
+    A sensitive value stored encrypted already (a schedule's edit) is kept as it is."""
+    name = definition.name
     encoded = {}
     for key, value in payload.items():
+        if definition.sensitive and encryption.is_encrypted(value):
+            encoded[key] = value
+            continue
         try:
             encoded[key] = typedjson.encode(value)
         except ValueError as exc:
-            raise InvalidPayload(f"Job {name!r}: payload key {key!r} {exc}.") from None
+            problem = f"payload key {key!r} {exc}."
+            raise InvalidPayload(
+                f"Job {name!r}: {_unquoted(definition, key, value, problem)}"
+            ) from None
     same = all(encoded[key] is value for key, value in payload.items())
     if not same and settings.USE_TZ:  # only a payload with typed values pays for the walk
         _warn_of_naive_datetimes(name, payload)

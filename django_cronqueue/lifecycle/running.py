@@ -33,6 +33,7 @@ from ..values.error_text import (
 from . import workflow
 from .common import (
     Outcome,
+    erase_secrets,
     job_rows,
     log_discarded,
     log_extra,
@@ -52,9 +53,11 @@ def complete_success(
     now: dt.datetime,
     result: Any = None,
     progress: dict[str, Any] | None = None,
+    payload: dict[str, Any] | None = None,
 ) -> bool:
     """running -> succeeded, only if this claim still holds the lease. A handler that
     returned normally succeeded, even if a cancel was requested meanwhile: its work is done.
+    ``payload``: the payload written with it (a sensitive job's, its secrets erased).
 
     A result the database refuses (IntegrityError, DataError: a limit no check knew
     of) is dropped and logged, and the success recorded without it."""
@@ -66,6 +69,7 @@ def complete_success(
         "active_dedupe_key": None,
         "result": result,
         **_progress_change(progress),
+        **({} if payload is None else {"payload": payload}),
     }
     with counting.finishing(now, atomic=False):
         if job.in_workflow:
@@ -274,6 +278,7 @@ def _finish_if_cancel_requested(
     updated = ended_without_success(
         lambda: write_failure(_running(job), changes, job.id, job.name), job.id, now
     )
+    erase_secrets([job.id])
     if not updated:
         log_discarded(job, "cancellation")
         return Outcome.DISCARDED
