@@ -20,13 +20,14 @@ from ..conf import get_settings
 from ..exceptions import DecryptionError
 
 if TYPE_CHECKING:
-    from cryptography.fernet import MultiFernet
+    from cryptography.fernet import Fernet, MultiFernet
 
 ENCRYPTED = "$encrypted"
 ERASED_TEXT = "[erased]"
 ENCRYPTED_TEXT = "[encrypted]"
 
-_fernet: tuple[tuple[str, ...], MultiFernet] | None = None
+# The configured keys, their MultiFernet and the first key's Fernet (which encrypts).
+_fernet: tuple[tuple[str, ...], MultiFernet, Fernet] | None = None
 
 
 def is_encrypted(value: Any) -> bool:
@@ -97,11 +98,17 @@ def invalid_key_positions(keys: Iterable[Any]) -> list[int]:
 
 
 def _multi_fernet() -> MultiFernet:
-    """The MultiFernet of the configured keys, made again when they change."""
+    """The MultiFernet of the configured keys (every one decrypts)."""
+    return _fernets()[1]
+
+
+def _fernets() -> tuple[tuple[str, ...], MultiFernet, Fernet]:
+    """The configured keys, their MultiFernet and the first key's Fernet, made again
+    when the keys change."""
     global _fernet
     keys = configured_keys()
     if _fernet is not None and _fernet[0] == keys:
-        return _fernet[1]
+        return _fernet
     if not keys:
         raise DecryptionError(
             "CRONQUEUE['ENCRYPTION_KEYS'] is empty: sensitive arguments cannot be encrypted "
@@ -123,9 +130,8 @@ def _multi_fernet() -> MultiFernet:
                 f"CRONQUEUE['ENCRYPTION_KEYS'][{position}] is not a valid Fernet key "
                 "(32 url-safe base64-encoded bytes)."
             ) from None
-    fernet = MultiFernet(fernets)
-    _fernet = (keys, fernet)
-    return fernet
+    _fernet = (keys, MultiFernet(fernets), fernets[0])
+    return _fernet
 
 
 def encrypt_value(value: Any) -> dict[str, str]:
@@ -155,16 +161,22 @@ def decrypt_value(stored: Mapping[str, Any], where: str) -> Any:
     return json.loads(text)
 
 
-def reencrypt_value(stored: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """``stored`` encrypted again under the first key (an erased value stays erased);
-    raises DecryptionError as ``decrypt_value`` does."""
+def reencrypt_value(stored: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """``stored`` encrypted again under the first key, or None when it is already (or
+    erased); raises DecryptionError as ``decrypt_value`` does."""
     from cryptography.fernet import InvalidToken
 
     token = stored[ENCRYPTED]
     if token is None:
-        return erased()
+        return None
+    _, fernet, first = _fernets()
     try:
-        return {ENCRYPTED: _multi_fernet().rotate(str(token).encode()).decode()}
+        first.decrypt(str(token).encode())
+        return None
+    except (InvalidToken, TypeError, ValueError):
+        pass
+    try:
+        return {ENCRYPTED: fernet.rotate(str(token).encode()).decode()}
     except (InvalidToken, TypeError, ValueError):
         raise DecryptionError(
             f"{where}: no key of CRONQUEUE['ENCRYPTION_KEYS'] decrypts its value."
@@ -196,11 +208,13 @@ def erase_payload(payload: Any) -> Any:
     return {key: erased() if is_encrypted(value) else value for key, value in payload.items()}
 
 
-def reencrypt_payload(payload: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """``payload`` with every encrypted value encrypted again under the first key."""
-    return {
-        key: reencrypt_value(value, f"{where}, payload key {key!r}")
-        if is_encrypted(value)
-        else value
-        for key, value in payload.items()
-    }
+def reencrypt_payload(payload: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """``payload`` with every value encrypted under an older key encrypted again under
+    the first, or None when none is."""
+    rotated = {}
+    for key, value in payload.items():
+        if is_encrypted(value):
+            again = reencrypt_value(value, f"{where}, payload key {key!r}")
+            if again is not None:
+                rotated[key] = again
+    return {**payload, **rotated} if rotated else None

@@ -15,12 +15,13 @@ from django_cronqueue.definitions.registry import registry
 from django_cronqueue.integrations import encryption
 from django_cronqueue.models import CronSchedule, Job
 from django_cronqueue.testing import capture_jobs, run_until_idle
-from tests.sensitive_keys import KEY_A, KEY_B, SECRET
-from tests.testapp import sensitive_jobs
+from tests.sensitive_keys import KEY_A, KEY_B, SECRET, unregistered_handles
 from tests.testapp.models import SideEffect
 from tests.testapp.sensitive_jobs import charge, declined, digest, everything
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+HANDLES = unregistered_handles()
 
 EMAIL = "someone-SECRET@example.com"
 
@@ -29,7 +30,7 @@ EMAIL = "someone-SECRET@example.com"
 def sensitive_defined():
     """The sensitive jobs registered, and a key to encrypt them with."""
     saved = dict(registry._definitions)
-    for handle in sensitive_jobs.HANDLES:
+    for handle in HANDLES:
         registry.register(handle)
     with override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
         yield

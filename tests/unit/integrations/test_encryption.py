@@ -93,7 +93,7 @@ def test_without_keys_nothing_is_encrypted():
 
 
 def test_named_arguments_are_stored_encrypted_and_the_others_in_clear():
-    @jobs.job(name="sensitive.charge", sensitive=("card_token",))
+    @jobs.job(name="unit_sensitive.charge", sensitive=("card_token",))
     def charge(order_id: int, card_token: str) -> None: ...
 
     with keys(KEY_A):
@@ -107,7 +107,7 @@ def test_named_arguments_are_stored_encrypted_and_the_others_in_clear():
 
 
 def test_sensitive_true_encrypts_every_argument():
-    @jobs.job(name="sensitive.all", sensitive=True)
+    @jobs.job(name="unit_sensitive.all", sensitive=True)
     def everything(email: str, amount: int) -> None: ...
 
     with keys(KEY_A):
@@ -117,21 +117,21 @@ def test_sensitive_true_encrypts_every_argument():
 
 
 def test_a_job_without_the_option_is_not_sensitive():
-    @jobs.job(name="sensitive.none")
+    @jobs.job(name="unit_sensitive.none")
     def plain(email: str) -> None: ...
 
     assert not plain.sensitive
-    assert "sensitive.none" not in registry.sensitive_names
+    assert "unit_sensitive.none" not in registry.sensitive_names
 
 
 def test_a_bad_sensitive_value_is_refused_at_the_payload_check_without_quoting_it():
-    @jobs.job(name="sensitive.bad_value", sensitive=("card_token",))
+    @jobs.job(name="unit_sensitive.bad_value", sensitive=("card_token",))
     def charge(card_token) -> None: ...
 
     with keys(KEY_A), pytest.raises(InvalidPayload) as caught:
         check_payload(charge, {"card_token": {SECRET, "x"}})
     text = str(caught.value)
-    assert "'card_token'" in text and "sensitive.bad_value" in text
+    assert "'card_token'" in text and "unit_sensitive.bad_value" in text
     assert SECRET not in text
     assert isinstance(caught.value, TypeError)
 
@@ -148,7 +148,7 @@ def test_a_bad_sensitive_value_is_refused_at_the_payload_check_without_quoting_i
 def test_bad_sensitive_options_are_refused_at_import(option, message):
     with pytest.raises(ImproperlyConfigured, match=message):
 
-        @jobs.job(name="sensitive.bad", sensitive=option)
+        @jobs.job(name="unit_sensitive.bad", sensitive=option)
         def charge(card: str) -> None: ...
 
 
@@ -157,28 +157,30 @@ def test_a_key_taken_from_a_sensitive_argument_is_refused_at_import(option):
     extra = {"concurrency": 1} if option == "limit_by" else {}
     with pytest.raises(ImproperlyConfigured) as caught:
 
-        @jobs.job(name="sensitive.keyed", sensitive=("email",), **{option: "email"}, **extra)
+        @jobs.job(name="unit_sensitive.keyed", sensitive=("email",), **{option: "email"}, **extra)
         def charge(order_id: int, email: str) -> None: ...
 
     text = str(caught.value)
-    assert "'sensitive.keyed'" in text and f"{option}='email'" in text
+    assert "'unit_sensitive.keyed'" in text and f"{option}='email'" in text
     assert "not sensitive" in text  # the fix
 
 
 def test_any_key_of_a_wholly_sensitive_job_is_refused_at_import():
     with pytest.raises(ImproperlyConfigured, match="fair_by= is a callable"):
 
-        @jobs.job(name="sensitive.all_keyed", sensitive=True, fair_by=lambda p: "k")
+        @jobs.job(name="unit_sensitive.all_keyed", sensitive=True, fair_by=lambda p: "k")
         def charge(order_id: int) -> None: ...
 
     with pytest.raises(ImproperlyConfigured, match="limit_by='order_id'"):
 
-        @jobs.job(name="sensitive.all_keyed", sensitive=True, limit_by="order_id", concurrency=1)
+        @jobs.job(
+            name="unit_sensitive.all_keyed", sensitive=True, limit_by="order_id", concurrency=1
+        )
         def charge2(order_id: int) -> None: ...
 
 
 def test_a_key_from_another_argument_is_accepted():
-    @jobs.job(name="sensitive.other_key", sensitive=("email",), fair_by="account")
+    @jobs.job(name="unit_sensitive.other_key", sensitive=("email",), fair_by="account")
     def charge(account: str, email: str) -> None: ...
 
     assert charge.sensitive_keys == frozenset({"email"})
@@ -187,5 +189,5 @@ def test_a_key_from_another_argument_is_accepted():
 def test_a_cron_schedule_takes_no_sensitive_option():
     with pytest.raises(ImproperlyConfigured, match="sensitive= is not accepted"):
 
-        @jobs.cron("* * * * *", name="sensitive.cron", sensitive=True)
+        @jobs.cron("* * * * *", name="unit_sensitive.cron", sensitive=True)
         def tick(run) -> None: ...
