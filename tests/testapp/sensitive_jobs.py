@@ -5,9 +5,10 @@ what it received, so a test can tell it saw the clear values without storing the
 
 import asyncio
 import hashlib
+import json
 import os
 
-from django_cronqueue import jobs
+from django_cronqueue import jobs, signals
 
 from .models import SideEffect
 
@@ -41,3 +42,18 @@ async def charge_async(card_token: str) -> None:
 
 
 HANDLES = (charge, everything, declined, charge_async)
+
+# A worker started with CRONQUEUE_TEST_SIGNAL_LOG writes what each signal receiver gets
+# (the job's payload, the result) to that file, one JSON line per signal.
+SIGNAL_LOG = os.environ.get("CRONQUEUE_TEST_SIGNAL_LOG")
+
+
+def _write_signal(sender, job=None, result=None, **kwargs):
+    line = json.dumps({"name": sender, "payload": getattr(job, "payload", None), "result": result})
+    with open(SIGNAL_LOG, "a") as log:
+        log.write(line + "\n")
+
+
+if SIGNAL_LOG:
+    for signal in (signals.job_started, signals.job_succeeded, signals.job_failed):
+        signal.connect(_write_signal, dispatch_uid=f"sensitive-{id(signal)}")
