@@ -51,7 +51,9 @@ def check_encryption(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
 def _jobs(names: list[str]) -> str:
     shown = ", ".join(repr(name) for name in names[:5])
     more = f" and {len(names) - 5} more" if len(names) > 5 else ""
-    return f"Job{'s' if len(names) > 1 else ''} {shown}{more} declare sensitive= arguments"
+    if len(names) == 1:
+        return f"Job {shown} declares sensitive= arguments"
+    return f"Jobs {shown}{more} declare sensitive= arguments"
 
 
 def _key_problems(raw: Any) -> list[CheckMessage]:

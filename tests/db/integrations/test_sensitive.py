@@ -213,3 +213,28 @@ def test_a_single_string_for_the_keys_is_an_error_without_printing_it():
 
 def test_valid_keys_pass():
     assert not [i for i in check_ids() if i in {"django_cronqueue.E050", "django_cronqueue.E051"}]
+
+
+# --- the worker's batched successes, eager mode ---------------------------------------
+
+
+def test_a_quick_success_is_written_alone_with_its_values_erased():
+    from django_cronqueue.claiming import claim_due
+    from django_cronqueue.running.execution import Call, Recorder
+
+    job = charge.enqueue(**ARGS)
+    [claimed] = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
+    recorder = Recorder(timezone.now)
+    recorder.add(Call(claimed, registry.get(claimed.name), duration=0.0))
+    assert recorder.pending == []  # not kept for a batched UPDATE, which would not erase
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "succeeded"
+    assert not encryption.holds_encrypted(row.payload)
+
+
+def test_eager_mode_runs_the_handler_with_clear_values():
+    with override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A], "EAGER": True}):
+        job = charge.enqueue(**ARGS)
+    assert SideEffect.objects.filter(key=digest(SECRET + EMAIL)).exists()
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "succeeded" and not encryption.holds_encrypted(row.payload)
