@@ -33,7 +33,7 @@ from ..values.error_text import (
 from . import workflow
 from .common import (
     Outcome,
-    erase_secrets,
+    erased_changes,
     job_rows,
     log_discarded,
     log_extra,
@@ -274,11 +274,11 @@ def _finish_if_cancel_requested(
         "traceback": format_traceback(exc),
         "exception_class_path": class_path(exc),
         **_progress_change(progress),
+        **erased_changes(job.payload, None),  # its sensitive values, in the same UPDATE
     }
     updated = ended_without_success(
         lambda: write_failure(_running(job), changes, job.id, job.name), job.id, now
     )
-    erase_secrets([job.id])
     if not updated:
         log_discarded(job, "cancellation")
         return Outcome.DISCARDED

@@ -238,3 +238,18 @@ def test_eager_mode_runs_the_handler_with_clear_values():
     assert SideEffect.objects.filter(key=digest(SECRET + EMAIL)).exists()
     row = Job.objects.get(pk=job.pk)
     assert row.status == "succeeded" and not encryption.holds_encrypted(row.payload)
+
+
+def test_a_running_job_cancelled_by_request_is_erased():
+    from django_cronqueue.claiming import claim_due
+    from django_cronqueue.exceptions import JobCancelled
+    from django_cronqueue.running.execution import Call, record
+
+    job = charge.enqueue(**ARGS)
+    [claimed] = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
+    assert jobs.cancel(job.pk, reason="stop")  # asked of its handler
+    error = JobCancelled(f"Job {job.name} #{job.pk}: cancelled")
+    record(Call(claimed, registry.get(claimed.name), error=error), timezone.now())
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == "cancelled"
+    assert not encryption.holds_encrypted(row.payload) and row.payload["order_id"] == 7
