@@ -73,7 +73,9 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             value, key, noun="payload key", depth=2, inside=[payload], advice=advice
         )
         if problem:
-            raise InvalidPayload(f"Job {name!r}: {_unquoted(definition, key, value, problem)}")
+            raise InvalidPayload(
+                f"Job {name!r}: {_unquoted(definition, key, value, problem, advice)}"
+            )
     _check_binds(definition, payload)
     if definition.sensitive and not stored:
         payload = encryption.encrypt_payload(payload, _sensitive_keys(definition, payload))
@@ -96,16 +98,16 @@ def is_sensitive_key(definition: JobDefinition, key: str) -> bool:
     return definition.sensitive_all or key in definition.sensitive_keys
 
 
-def _unquoted(definition: JobDefinition, key: str, value: Any, problem: str) -> str:
+def _unquoted(
+    definition: JobDefinition, key: str, value: Any, problem: str, advice: str = TYPED_ADVICE
+) -> str:
     """``problem`` with a payload key's value, or in its place, for a sensitive key,
     what it is without quoting it."""
     if not definition.sensitive or not is_sensitive_key(definition, key):
         return problem
     return (
         f"payload key {key!r} is sensitive and holds a {type(value).__name__} that cannot "
-        "be stored as JSON (its value is not shown). Pass JSON values: str, int, float, "
-        "bool, None, lists and dicts of them (and datetime, date, time, timedelta, "
-        "Decimal, UUID)."
+        f"be stored (its value is not shown). {advice}"
     )
 
 
@@ -128,22 +130,30 @@ def _encoded(definition: JobDefinition, payload: Mapping[str, Any]) -> Mapping[s
             ) from None
     same = all(encoded[key] is value for key, value in payload.items())
     if not same and settings.USE_TZ:  # only a payload with typed values pays for the walk
-        _warn_of_naive_datetimes(name, payload)
+        _warn_of_naive_datetimes(definition, payload)
     return payload if same else encoded
 
 
-def _warn_of_naive_datetimes(name: str, payload: Mapping[str, Any]) -> None:
+def _warn_of_naive_datetimes(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
     """Warn, as Django does for a model's DateTimeField, of each naive datetime among the
     arguments while time zone support is active: it reaches the handler as the same naive
-    value, which the site's code is bound to compare with aware ones."""
-    for path, value in _naive_datetimes(payload, ""):
-        warnings.warn(
-            f"Job {name!r}: payload key {path!r} received a naive datetime ({value}) while "
-            "time zone support is active; pass an aware one (django.utils.timezone.now(), "
-            "or timezone.make_aware(value)).",
-            RuntimeWarning,
-            stacklevel=_outside_the_package(),
-        )
+    value, which the site's code is bound to compare with aware ones. The value of a
+    sensitive argument is not shown."""
+    seen: set[int] = {id(payload)}
+    for key, argument in payload.items():
+        hidden = definition.sensitive and is_sensitive_key(definition, str(key))
+        for path, value in _naive_datetimes(argument, str(key), 1, seen):
+            _warn_of_naive_datetime(definition.name, path, "" if hidden else f" ({value})")
+
+
+def _warn_of_naive_datetime(name: str, path: str, shown: str) -> None:
+    warnings.warn(
+        f"Job {name!r}: payload key {path!r} received a naive datetime{shown} while "
+        "time zone support is active; pass an aware one (django.utils.timezone.now(), "
+        "or timezone.make_aware(value)).",
+        RuntimeWarning,
+        stacklevel=_outside_the_package(),
+    )
 
 
 def _naive_datetimes(

@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ..conf import get_settings
 from ..exceptions import DecryptionError
 
@@ -104,20 +106,21 @@ def _multi_fernet() -> MultiFernet:
 
 def _fernets() -> tuple[tuple[str, ...], MultiFernet, Fernet]:
     """The configured keys, their MultiFernet and the first key's Fernet, made again
-    when the keys change."""
+    when the keys change. A setting the checks refuse (E050 to E052) raises
+    ImproperlyConfigured; a value no key decrypts is DecryptionError's."""
     global _fernet
     keys = configured_keys()
     if _fernet is not None and _fernet[0] == keys:
         return _fernet
     if not keys:
-        raise DecryptionError(
+        raise ImproperlyConfigured(
             "CRONQUEUE['ENCRYPTION_KEYS'] is empty: sensitive arguments cannot be encrypted "
             "or decrypted. Add a key (cryptography.fernet.Fernet.generate_key().decode())."
         )
     try:
         from cryptography.fernet import Fernet, MultiFernet
     except ImportError:
-        raise DecryptionError(
+        raise ImproperlyConfigured(
             "Sensitive arguments need the cryptography package: "
             "pip install 'django-cronqueue[encryption]'."
         ) from None
@@ -126,7 +129,7 @@ def _fernets() -> tuple[tuple[str, ...], MultiFernet, Fernet]:
         try:
             fernets.append(Fernet(key))
         except (TypeError, ValueError):
-            raise DecryptionError(
+            raise ImproperlyConfigured(
                 f"CRONQUEUE['ENCRYPTION_KEYS'][{position}] is not a valid Fernet key "
                 "(32 url-safe base64-encoded bytes)."
             ) from None

@@ -85,8 +85,30 @@ def test_invalid_keys_are_named_by_position():
 
 
 def test_without_keys_nothing_is_encrypted():
-    with keys(), pytest.raises(DecryptionError, match="ENCRYPTION_KEYS"):
+    with keys(), pytest.raises(ImproperlyConfigured, match="ENCRYPTION_KEYS"):
         encryption.encrypt_value(SECRET)
+
+
+def test_an_invalid_key_is_refused_by_position_without_printing_it():
+    with keys(KEY_A, "not-a-SECRET-key"), pytest.raises(ImproperlyConfigured) as caught:
+        encryption.encrypt_value(SECRET)
+    assert "['ENCRYPTION_KEYS'][1]" in str(caught.value)
+    assert "not-a-SECRET-key" not in str(caught.value)
+
+
+def test_a_naive_datetime_warning_does_not_show_a_sensitive_value():
+    import datetime as dt
+
+    @jobs.job(name="unit_sensitive.when", sensitive=("secret_at",))
+    def when(secret_at, public_at) -> None: ...
+
+    secret_at, public_at = dt.datetime(2031, 2, 3, 4, 5), dt.datetime(2032, 1, 1, 0, 0)
+    with keys(KEY_A), pytest.warns(RuntimeWarning) as warned:
+        check_payload(when, {"secret_at": secret_at, "public_at": public_at})
+    texts = sorted(str(w.message) for w in warned)
+    assert len(texts) == 2
+    assert "'public_at'" in texts[0] and str(public_at) in texts[0]
+    assert "'secret_at'" in texts[1] and str(secret_at) not in texts[1]
 
 
 # --- the options, checked at import --------------------------------------------------
