@@ -176,5 +176,5 @@ def erased_changes(payload: Any, result: Any) -> dict[str, Any]:
 
 def erase_unsaved(job: Job) -> None:
     """An unsaved row created cancelled: its secrets erased before it is written."""
-    if registry.sensitive_names and encryption.holds_encrypted(job.payload):
+    if encryption.holds_encrypted(job.payload):
         job.payload = encryption.erase_payload(job.payload)

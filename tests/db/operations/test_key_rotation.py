@@ -124,3 +124,25 @@ def test_the_command_reports_what_it_did():
         call_command("cronqueue_rotate_keys", "--batch-size", "10", stdout=out)
     assert out.getvalue().strip() == "Re-encrypted the sensitive values of 1 rows."
     assert json.dumps(list(Job.objects.values_list("payload", flat=True))).count(SECRET) == 0
+
+
+@pytest.mark.skipif(connection.vendor == "sqlite", reason="SQLite keeps one table")
+def test_rows_in_history_are_rotated_and_a_success_moves_there_erased():
+    from django.utils import timezone
+
+    from django_cronqueue.history import archive
+    from tests.db.history.test_moves import in_history
+
+    with keys(KEY_B):
+        done = charge.enqueue(**ARGS)
+        failed = declined.enqueue(card_token=SECRET)
+        Job.objects.filter(pk=failed.pk).update(max_attempts=1)
+        run_until_idle()
+    now = timezone.now()
+    assert archive.archive(now) == 2
+    assert in_history() == {done.pk: True, failed.pk: True}
+    assert not encryption.holds_encrypted(Job.objects.get(pk=done.pk).payload)
+    with keys(KEY_A, KEY_B):
+        assert rotate_keys().rotated == 1
+    assert readable_with(KEY_A, failed.pk)
+    assert in_history()[failed.pk]  # rotated where it lies
