@@ -61,13 +61,30 @@ class Call:
     final: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        if self.error is not None or self.result is None or self.sensitive_result:
+        if self.error is not None or self.result is None:
+            return
+        if self.sensitive_result:
+            self._judge_sensitive_result()
             return
         self.result_problem = result_problem(self.result)
         if self.result_problem and self.definition and self.definition.unstorable_result_fails:
             self.error = TypeError(
                 f"Job {self.job.name} #{self.job.id} returned a value that cannot be "
                 f"stored: {self.result_problem}"
+            )
+            self.final = True
+
+    def _judge_sensitive_result(self) -> None:
+        """A sensitive return value is never stored, so never dropped; one the database
+        could not store still fails a job that must store it (a Django task), with an
+        error that does not quote it."""
+        definition = self.definition
+        if definition is None or not definition.unstorable_result_fails:
+            return
+        if result_problem(self.result):
+            self.error = TypeError(
+                f"Job {self.job.name} #{self.job.id} returned a {type(self.result).__name__} "
+                "that cannot be stored as JSON (its value is sensitive: not shown)"
             )
             self.final = True
 

@@ -15,14 +15,14 @@ from django_cronqueue.models import Job
 from tests.sensitive_keys import KEY_A, SECRET
 from tests.testapp.models import SideEffect
 from tests.testapp.sensitive_jobs import digest
-from tests.testapp.sensitive_tasks import charge_task
+from tests.testapp.sensitive_tasks import charge_task, returns_a_set
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not backend.HAS_DJANGO_TASKS, reason="needs a Tasks framework"),
 ]
 
-NAME = "task:tests.testapp.sensitive_tasks.charge_task"
+NAMES = ("charge_task", "returns_a_set")
 
 
 @pytest.fixture
@@ -35,15 +35,17 @@ def sensitive_task():
         **settings.TASKS,
         "sensitive": {
             "BACKEND": "django_cronqueue.backend.CronQueueBackend",
-            "OPTIONS": {"SENSITIVE": ["tests.testapp.sensitive_tasks.charge_task"]},
+            "OPTIONS": {"SENSITIVE": [f"tests.testapp.sensitive_tasks.{n}" for n in NAMES]},
         },
     }
     with override_settings(TASKS=tasks, CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
-        yield task(backend="sensitive")(charge_task)
-    registry.unregister(NAME)
+        yield task(backend="sensitive")
+    for name in NAMES:
+        registry.unregister(f"task:tests.testapp.sensitive_tasks.{name}")
 
 
 def test_a_sensitive_tasks_arguments_and_result_are_never_in_clear(sensitive_task):
+    sensitive_task = sensitive_task(charge_task)
     enqueued = sensitive_task.enqueue(SECRET, amount=12)
     assert (enqueued.args, enqueued.kwargs) == ([], {})
     row = Job.objects.get(pk=int(enqueued.id))
@@ -58,6 +60,17 @@ def test_a_sensitive_tasks_arguments_and_result_are_never_in_clear(sensitive_tas
     row.refresh_from_db()
     assert SECRET not in json.dumps([row.payload, row.result])
     assert row.result == {"$encrypted": None}
+
+
+def test_a_return_value_json_cannot_hold_fails_without_quoting_it(sensitive_task):
+    returns = sensitive_task(returns_a_set)
+    enqueued = returns.enqueue(SECRET)
+    assert jobs.tick().failed == 1
+    row = Job.objects.get(pk=int(enqueued.id))
+    assert row.status == "failed" and row.attempts == 1
+    assert row.last_error.startswith("TypeError: ") and "returned a set" in row.last_error
+    assert SECRET not in row.last_error + row.traceback + json.dumps(row.result)
+    assert returns.get_result(enqueued.id).errors[0].exception_class is TypeError
 
 
 def test_the_option_is_checked():
