@@ -344,6 +344,28 @@ def check_dedupe_key(definition: JobDefinition, key: str | None) -> str | None:
     return key
 
 
+def refuse_sensitive_option_values(
+    definition: JobDefinition, payload: Mapping[str, Any] | None, **options: str | None
+) -> None:
+    """Raise ValueError when a ``dedupe_key=`` or ``fair_key=`` (stored and shown in
+    clear) equals the value of a sensitive argument of the call."""
+    if not payload:
+        return
+    secrets = {
+        str(value): key
+        for key, value in payload.items()
+        if is_sensitive_key(definition, str(key)) and isinstance(value, (str, int))
+    }
+    for option, given in options.items():
+        key = None if given is None else secrets.get(str(given))
+        if key is not None:
+            raise ValueError(
+                f"Job {definition.name!r}: {option}= is the value of the sensitive argument "
+                f"{key!r}, and {option} is stored in clear. Derive it from an argument that "
+                "is not sensitive (an id), or pass a digest of it (hashlib.sha256)."
+            )
+
+
 def check_dedupe_for(
     definition: JobDefinition, key: str | None, span: dt.timedelta | None
 ) -> dt.timedelta | None:

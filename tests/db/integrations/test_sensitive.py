@@ -253,3 +253,14 @@ def test_a_running_job_cancelled_by_request_is_erased():
     row = Job.objects.get(pk=job.pk)
     assert row.status == "cancelled"
     assert not encryption.holds_encrypted(row.payload) and row.payload["order_id"] == 7
+
+
+def test_a_dedupe_or_fair_key_equal_to_a_sensitive_value_is_refused():
+    with pytest.raises(ValueError) as caught:
+        charge.using(dedupe_key=SECRET).enqueue(**ARGS)
+    text = str(caught.value)
+    assert "dedupe_key=" in text and "'card_token'" in text and SECRET not in text
+    with pytest.raises(ValueError, match="fair_key= is the value of the sensitive argument"):
+        charge.using(fair_key=EMAIL).enqueue(**ARGS)
+    assert not Job.objects.exists()
+    charge.using(dedupe_key="order-7").enqueue(**ARGS)  # one of its own is fine
