@@ -256,7 +256,7 @@ def test_a_running_job_cancelled_by_request_is_erased():
 
 
 def test_a_dedupe_or_fair_key_equal_to_a_sensitive_value_is_refused():
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match="dedupe_key= is the value") as caught:
         charge.using(dedupe_key=SECRET).enqueue(**ARGS)
     text = str(caught.value)
     assert "dedupe_key=" in text and "'card_token'" in text and SECRET not in text
