@@ -26,7 +26,7 @@ from django_cronqueue.definitions.registry import registry
 from django_cronqueue.exceptions import InvalidPayload
 from django_cronqueue.models import CronSchedule, Job
 from tests.processes import wait_until
-from tests.sensitive_keys import KEY_A, SECRET, unregistered_handles
+from tests.sensitive_keys import KEY_A, KEY_C, SECRET, unregistered_handles
 from tests.testapp.models import SideEffect
 from tests.testapp.sensitive_jobs import charge, charge_async, declined, digest, everything
 from tests.urls import METRICS_TOKEN
@@ -253,3 +253,18 @@ def test_a_worker_in_each_pool_runs_them_without_showing_a_secret(runjobs, tmp_p
     assert_clear_of_secrets("runjobs' output", runjobs.log(worker))
     assert "DEBUG" in runjobs.log(worker)  # the debug lines were written, and looked at
     assert_clear_of_secrets("the worker's signal receivers", signal_log.read_text())
+
+
+def test_a_worker_without_the_key_fails_the_job_at_once_naming_it(runjobs):
+    job = declined.enqueue(card_token=SECRET)  # retries=1: not used for this error
+    worker = runjobs.start("--pool", "processes", settings={**WORKER, "ENCRYPTION_KEYS": [KEY_C]})
+    wait_until(lambda: Job.objects.filter(pk=job.pk, status="failed").exists(), timeout=60)
+    assert runjobs.stop(worker) == 0, runjobs.log(worker)
+    row = Job.objects.get(pk=job.pk)
+    assert row.attempts == 1
+    assert row.last_error.startswith(f"DecryptionError: Job sensitive.declined #{job.pk}")
+    assert "'card_token'" in row.last_error
+    assert not SideEffect.objects.exists()  # the handler never ran
+    assert row.decrypted_payload() == {"card_token": SECRET}  # kept for a retry
+    assert_clear_of_secrets("the error", row.last_error + row.traceback)
+    assert_clear_of_secrets("runjobs' output", runjobs.log(worker))
