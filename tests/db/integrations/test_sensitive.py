@@ -104,6 +104,9 @@ def test_the_testing_helpers_see_clear_values():
         charge.enqueue(**ARGS)
     assert captured.enqueued(charge, card_token=SECRET)
     captured.assert_enqueued(charge, {"email": EMAIL}, count=1)
+    run_until_idle()  # erased once it ran: found by its other arguments, not by those
+    captured.assert_enqueued(charge, {"order_id": 7}, count=1)
+    captured.assert_not_enqueued(charge, {"email": EMAIL})
 
 
 # --- the run, and what is left of it ------------------------------------------------
