@@ -45,6 +45,7 @@ class CronQueueConfig(AppConfig):
             routing_checks,  # noqa: F401  (the checks of the queue's database)
             sqlite_defaults,
         )
+        from .definitions import checks as definition_checks  # noqa: F401  (sensitive=)
         from .worker import checks as pool_checks  # noqa: F401  (registers pool checks)
 
         # WAL, a busy timeout and IMMEDIATE transactions on the queue's SQLite database,

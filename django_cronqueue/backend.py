@@ -72,7 +72,7 @@ BaseTaskBackend: Any = _BaseTaskBackend if HAS_DJANGO_TASKS else object
 logger = logging.getLogger("django_cronqueue")
 
 NAME_PREFIX = "task:"
-OPTION_KEYS = frozenset({"RETRIES", "TIMEOUT", "AUTODISCOVER"})
+OPTION_KEYS = frozenset({"RETRIES", "TIMEOUT", "AUTODISCOVER", "SENSITIVE"})
 DEFAULT_AUTODISCOVER = ("tasks",)
 BACKEND_PATH = "django_cronqueue.backend.CronQueueBackend"
 
@@ -124,8 +124,12 @@ def registered_task(name: str) -> Any:
     return definition.task if isinstance(definition, TaskDefinition) else None
 
 
-def _register(task: Any, retries: int | None, timeout: float | None) -> JobDefinition:
-    """Register ``task`` in the job registry (once; the first registration's options win)."""
+def _register(
+    task: Any, retries: int | None, timeout: float | None, sensitive: bool = False
+) -> JobDefinition:
+    """Register ``task`` in the job registry (once; the first registration's options win).
+    ``sensitive``: its arguments and its return value are stored encrypted, as
+    ``@jobs.job(sensitive=True)`` stores a job's."""
     name = job_name(task)
     existing = registry.get(name)
     if isinstance(existing, TaskDefinition) and existing.task.func is task.func:
@@ -149,6 +153,7 @@ def _register(task: Any, retries: int | None, timeout: float | None) -> JobDefin
                 queue=task.queue_name,
                 priority=task.priority,
                 task=task,
+                sensitive_all=sensitive,
             )
         )
     except ImproperlyConfigured as exc:
@@ -201,7 +206,10 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-
     ``CRONQUEUE["DEFAULT_RETRIES"]``), ``TIMEOUT`` (seconds; default
     ``CRONQUEUE["DEFAULT_TIMEOUT"]``), both for the tasks whose decorator names this
     backend, and ``AUTODISCOVER`` (module names imported from every installed app at
-    start-up; default ``["tasks"]``, ``[]`` for none).
+    start-up; default ``["tasks"]``, ``[]`` for none), and ``SENSITIVE`` (the module
+    paths of the tasks whose arguments and return value are stored encrypted, as
+    ``@jobs.job(sensitive=True)`` stores them: their ``TaskResult`` shows no ``args``,
+    ``kwargs`` or ``return_value``).
     """
 
     supports_defer = True
@@ -232,6 +240,7 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-
                 f"got {self.timeout!r}."
             )
         self.autodiscover = _autodiscover_option(alias, options)
+        self.sensitive = _sensitive_option(alias, options)
         connect_task_signals()
 
     # validation and registration ----------------------------------------------------
@@ -244,7 +253,7 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-
                 f"Task {task.module_path}: its job name {job_name(task)!r} is longer than "
                 f"{MAX_NAME_LENGTH} characters."
             )
-        _register(task, self.retries, self.timeout)
+        _register(task, self.retries, self.timeout, task.module_path in self.sensitive)
 
     def _check_arguments(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         leading = [None] if task.takes_context else []
@@ -302,8 +311,11 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-
         return self.result_from_row(row, task)
 
     def result_from_row(self, row: Any, task: Any) -> Any:
-        """Map a ``Job`` row to a Django ``TaskResult``."""
-        payload = row.payload if isinstance(row.payload, dict) else {}
+        """Map a ``Job`` row to a Django ``TaskResult`` (one of a sensitive task without
+        its arguments and return value: never shown in clear, nor encrypted)."""
+        definition = registry.get(row.name)
+        hidden = definition is not None and definition.sensitive
+        payload = row.payload if isinstance(row.payload, dict) and not hidden else {}
         attempts = row.attempts or 0
         # The row keeps only the latest lease holder: earlier attempts' workers are "".
         worker_ids = [""] * max(attempts - 1, 0) + [row.worker_id] if attempts else []
@@ -321,7 +333,7 @@ class CronQueueBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unused-
             errors=task_errors(row),
             worker_ids=worker_ids,
         )
-        object.__setattr__(result, "_return_value", row.result)
+        object.__setattr__(result, "_return_value", None if hidden else row.result)
         return result
 
     def _task_for_row(self, row: Any, task: Any) -> Any:
@@ -367,6 +379,16 @@ STATUS_MAP: dict[str, Any] = (
     if HAS_DJANGO_TASKS
     else {}
 )
+
+
+def _sensitive_option(alias: str, options: dict[str, Any]) -> frozenset[str]:
+    value = options.get("SENSITIVE", ())
+    if isinstance(value, str) or not all(isinstance(item, str) and item for item in value):
+        raise ImproperlyConfigured(
+            f"TASKS[{alias!r}]['OPTIONS']['SENSITIVE'] must be a list of task module paths "
+            f"(e.g. ['shop.tasks.charge']), got {value!r}."
+        )
+    return frozenset(value)
 
 
 def _autodiscover_option(alias: str, options: dict[str, Any]) -> tuple[str, ...]:

@@ -56,6 +56,9 @@ class CronQueueSettings:
     # {"AFTER": s, "EVERY": s}: a due pending job ranks one priority higher for every EVERY
     # seconds it has waited beyond AFTER past its run_at (claiming.aging). None: off.
     PRIORITY_AGING: dict[str, float] | None = None
+    # Fernet keys of sensitive arguments (integrations.encryption): the first encrypts,
+    # every one decrypts. Empty: no job may be defined with sensitive=.
+    ENCRYPTION_KEYS: tuple[str, ...] = ()
 
 
 DEFAULTS = CronQueueSettings()

@@ -37,6 +37,12 @@ class JobCancelled(CronQueueError):
     ``on_failed``)."""
 
 
+class DecryptionError(CronQueueError):
+    """A sensitive value of a job's payload that no key of
+    ``CRONQUEUE["ENCRYPTION_KEYS"]`` decrypts (or that was erased): the job fails at once,
+    without a retry. Its text names the job and the key, never a value."""
+
+
 # The longest snooze: ``now + delay`` must be a datetime (they end with year 9999).
 MAX_SNOOZE = dt.timedelta(days=36_500)
 

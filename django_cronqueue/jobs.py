@@ -22,6 +22,7 @@ from .definitions.registry import JobDefinition
 from .enqueueing.decorators import JobHandle, cron, job
 from .exceptions import (
     ChildDied,
+    DecryptionError,
     Discard,
     InvalidPayload,
     JobCancelled,
@@ -44,6 +45,7 @@ __all__ = [
     "Chain",
     "ChildDied",
     "CronRun",
+    "DecryptionError",
     "Discard",
     "Group",
     "InvalidPayload",

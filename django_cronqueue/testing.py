@@ -42,6 +42,7 @@ from django.test import override_settings
 
 from .conf import database_alias, user_settings
 from .definitions.registry import JobDefinition, registry
+from .integrations import encryption
 from .models import Job
 from .values import typedjson
 from .worker.results import TickResult
@@ -131,8 +132,28 @@ def payload_matches(payload: Any, subset: Mapping[str, Any]) -> bool:
     return all(key in payload and payload[key] == _as_json(value) for key, value in subset.items())
 
 
+def clear_payload(job: Job) -> Any:
+    """The payload of ``job`` with its sensitive values in clear: tests see what the
+    handler gets (``@jobs.job(sensitive=...)``)."""
+    payload = job.payload
+    if not encryption.holds_encrypted(payload):
+        return payload
+    where = f"Job {job.name} #{job.pk}"
+    return {  # an erased value (its job ended) stays as stored: it matches nothing
+        key: encryption.decrypt_value(value, f"{where}, payload key {key!r}")
+        if encryption.is_encrypted(value) and not encryption.is_erased(value)
+        else value
+        for key, value in payload.items()
+    }
+
+
+def _matches(row: Job, name: str | None, subset: Mapping[str, Any]) -> bool:
+    """``row`` is of job ``name`` (any when None) and its payload contains ``subset``."""
+    return (name is None or row.name == name) and payload_matches(clear_payload(row), subset)
+
+
 def describe(job: Job) -> str:
-    payload = json.dumps(job.payload, ensure_ascii=False, sort_keys=True, default=str)
+    payload = json.dumps(clear_payload(job), ensure_ascii=False, sort_keys=True, default=str)
     if len(payload) > 200:
         payload = payload[:197] + "..."
     extra = f", {job.last_error.splitlines()[0][:100]}" if job.last_error else ""
@@ -174,11 +195,7 @@ class JobCapture:
         """Captured rows of ``job`` (all jobs when None) whose payload contains
         ``payload_subset``, oldest first."""
         name = job_name(job) if job is not None else None
-        return [
-            row
-            for row in self.jobs()
-            if (name is None or row.name == name) and payload_matches(row.payload, payload_subset)
-        ]
+        return [row for row in self.jobs() if _matches(row, name, payload_subset)]
 
     def clear(self) -> None:
         """Forget the rows captured so far: later queries see only newer rows."""
@@ -194,11 +211,7 @@ class JobCapture:
         payload containing ``payload``. Returns the matching rows."""
         name = job_name(job)
         everything = self.jobs()
-        matching = [
-            row
-            for row in everything
-            if row.name == name and payload_matches(row.payload, payload or {})
-        ]
+        matching = [row for row in everything if _matches(row, name, payload or {})]
         if (count is None and matching) or (count is not None and len(matching) == count):
             return matching
         expected = "at least 1" if count is None else str(count)
@@ -214,11 +227,7 @@ class JobCapture:
         payload containing ``payload``."""
         name = job_name(job) if job is not None else None
         everything = self.jobs()
-        matching = [
-            row
-            for row in everything
-            if (name is None or row.name == name) and payload_matches(row.payload, payload or {})
-        ]
+        matching = [row for row in everything if _matches(row, name, payload or {})]
         if matching:
             raise AssertionError(
                 f"Expected no {_wanted(name, payload)}, found {len(matching)}:\n"

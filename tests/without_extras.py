@@ -1,11 +1,11 @@
 """``python -m tests.without_extras <command> ...``: a Django management command run as
-if neither optional extra were installed: importing ``prometheus_client`` or
-``opentelemetry`` raises ImportError, whatever this environment holds."""
+if no optional extra were installed: importing ``prometheus_client``, ``opentelemetry``
+or ``cryptography`` raises ImportError, whatever this environment holds."""
 
 import sys
 from importlib.abc import MetaPathFinder
 
-BLOCKED = ("prometheus_client", "opentelemetry")
+BLOCKED = ("prometheus_client", "opentelemetry", "cryptography")
 
 
 class NotInstalled(MetaPathFinder):

@@ -24,6 +24,7 @@ from django.utils.html import format_html
 from .. import observe
 from ..conf import database_alias
 from ..definitions.registry import registry
+from ..integrations import encryption
 from ..models import CronSchedule, Job, JobStatus, Worker
 from ..values.error_text import MAX_ERROR_CHARS
 from ..values.validation import MAX_DEDUPE_KEY_LENGTH
@@ -308,13 +309,14 @@ class JobAdmin(LiveRefresh, JobColumns, JobActionsAdmin):
 
     @admin.display(description="payload")
     def payload_display(self, job: Job) -> str:
-        return pretty_json(job.payload)
+        """Sensitive values as ``[encrypted]`` or ``[erased]``: never their token."""
+        return pretty_json(encryption.shown_payload(job.payload))
 
     @admin.display(description="result")
     def result_display(self, job: Job) -> str:
         if job.result is None:
             return "-"
-        return pretty_json(job.result)
+        return pretty_json(encryption.shown(job.result))
 
     @admin.display(description="last error")
     def full_error(self, job: Job) -> str:

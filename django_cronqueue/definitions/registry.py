@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import get_settings
 from ..cron.spec import CronSpec
-from ..exceptions import Discard, LeaseLost, UnknownJob
+from ..exceptions import DecryptionError, Discard, LeaseLost, UnknownJob
 from ..values.validation import (
     MAX_NAME_LENGTH,
     MAX_PRIORITY,
@@ -74,6 +74,12 @@ class JobDefinition:
     # set (None: every one), never ``discard_on`` ones nor ``jobs.Discard``.
     retry_on: ExceptionClasses | None = None
     discard_on: ExceptionClasses = ()
+    # Sensitive arguments: the payload keys stored encrypted (``integrations.encryption``),
+    # or every key and the return value when ``sensitive_all``.
+    sensitive_keys: frozenset[str] = frozenset()
+    sensitive_all: bool = False
+    # Whether any value of its payload is encrypted: the one test the hot path makes.
+    sensitive: bool = field(init=False, repr=False)
     signature: inspect.Signature = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
     # A return value the database cannot store: dropped (False), or a final failure
@@ -86,6 +92,7 @@ class JobDefinition:
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.func)
         self.is_async = inspect.iscoroutinefunction(self.func)
+        self.sensitive = self.sensitive_all or bool(self.sensitive_keys)
         functools.update_wrapper(self, self.func)  # type: ignore[arg-type,unused-ignore]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -122,7 +129,9 @@ class JobDefinition:
         ``retries`` alone limits it."""
         if isinstance(exc, WORKER_ENDED):
             return False
-        if isinstance(exc, Discard) or (self.discard_on and isinstance(exc, self.discard_on)):
+        if isinstance(exc, (Discard, DecryptionError)):
+            return True  # a value no key decrypts would fail every retry alike
+        if self.discard_on and isinstance(exc, self.discard_on):
             return True
         return self.retry_on is not None and not isinstance(exc, self.retry_on)
 
@@ -164,6 +173,11 @@ class Registry:
     def unregister(self, name: str) -> None:
         with self._lock:
             self._definitions.pop(name, None)
+
+    @property
+    def sensitive_names(self) -> frozenset[str]:
+        """The names of the jobs defined with ``sensitive=`` (none: nothing to erase)."""
+        return frozenset(name for name, d in list(self._definitions.items()) if d.sensitive)
 
     def get(self, name: str) -> JobDefinition | None:
         return self._definitions.get(name)
@@ -293,6 +307,7 @@ def define(
     retry_on: Any = None,
     discard_on: Any = None,
     soft_timeout: float | None = None,
+    sensitive: Any = False,
 ) -> JobDefinition:
     """Check the options shared by @jobs.job and @jobs.cron, then register the job
     (an instance of ``kind``: the decorators register handles)."""
@@ -326,6 +341,10 @@ def define(
     discarded = () if discard_on is None else exception_classes(name, "discard_on", discard_on)
     _check_limit_by(name, function, limit_by, concurrency=concurrency, rate_limit=rate_limit)
     _check_payload_key_option(name, function, "fair_by", fair_by)
+    sensitive_keys = checked_sensitive(name, function, sensitive)
+    sensitive_all = sensitive is True
+    for option, value in (("limit_by", limit_by), ("fair_by", fair_by)):
+        _refuse_sensitive_key(name, option, value, sensitive_keys, sensitive_all=sensitive_all)
     definition = kind(
         name=name,
         func=function,
@@ -344,6 +363,8 @@ def define(
         retry_on=retried,
         discard_on=discarded,
         soft_timeout=soft_timeout,
+        sensitive_keys=sensitive_keys,
+        sensitive_all=sensitive_all,
     )
     return registry.register(definition)
 
@@ -426,4 +447,55 @@ def _check_payload_key_option(
         fail(
             f"is a callable that cannot be called with the payload alone: {value!r}"
             f"{signature}; it must take one argument, the payload dict, and return a str"
+        )
+
+
+def checked_sensitive(name: str, function: Callable[..., Any], sensitive: Any) -> frozenset[str]:
+    """``sensitive=``: False, True (every argument and the return value), or a tuple of
+    the handler's keyword arguments stored encrypted. Returns those names (empty for
+    False and True); raises ImproperlyConfigured."""
+    if sensitive is False or sensitive is None:
+        return frozenset()
+    if sensitive is True:
+        return frozenset()
+    if isinstance(sensitive, str) or not isinstance(sensitive, (tuple, list, frozenset, set)):
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option sensitive= must be True or a tuple of argument names "
+            f"(e.g. sensitive=({sensitive!r},)), got {type(sensitive).__name__}: "
+            f"{sensitive!r}."
+        )
+    if not sensitive:
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option sensitive= is empty; name the arguments to encrypt, "
+            "or remove the option."
+        )
+    for key in sensitive:
+        if not isinstance(key, str):
+            raise ImproperlyConfigured(
+                f"Job {name!r}: option sensitive= must hold argument names (str), "
+                f"got {type(key).__name__}: {key!r}."
+            )
+        _check_payload_key_option(name, function, "sensitive", key)
+    return frozenset(sensitive)
+
+
+def _refuse_sensitive_key(
+    name: str, option: str, value: Any, keys: frozenset[str], *, sensitive_all: bool
+) -> None:
+    """A limit or fair key is stored (and shown) in clear: it may not come from a
+    sensitive argument. With ``sensitive=True`` every argument is one, and a callable
+    would only see encrypted values."""
+    if value is None:
+        return
+    if isinstance(value, str) and (sensitive_all or value in keys):
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option {option}={value!r} takes its key from the sensitive "
+            f"argument {value!r}, and keys are stored in clear. Take the key from an "
+            "argument that is not sensitive (e.g. an id), or remove it from sensitive=."
+        )
+    if not isinstance(value, str) and sensitive_all:
+        raise ImproperlyConfigured(
+            f"Job {name!r}: option {option}= is a callable, but with sensitive=True every "
+            "argument is encrypted, so it would see no clear value. Name the sensitive "
+            "arguments instead (sensitive=('card_token',)) and take the key from another."
         )

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +22,7 @@ from ..conf import get_settings
 from ..definitions.flow_options import MAX_LIMIT_KEY_LENGTH, key_from_value, key_problem
 from ..definitions.registry import JobDefinition
 from ..exceptions import InvalidPayload
+from ..integrations import encryption
 from ..values import typedjson
 from ..values.validation import (
     JSON_ADVICE,
@@ -57,10 +58,11 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             f"got {type(payload).__name__}."
         )
     advice = JSON_ADVICE
+    stored = isinstance(payload, StoredPayload)
     if definition.typed_values:
         advice = TYPED_ADVICE
-        if not isinstance(payload, StoredPayload):
-            payload = _encoded(name, payload)
+        if not stored:
+            payload = _encoded(definition, payload)
     for key, value in payload.items():
         if not isinstance(key, str):
             raise InvalidPayload(
@@ -71,8 +73,12 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
             value, key, noun="payload key", depth=2, inside=[payload], advice=advice
         )
         if problem:
-            raise InvalidPayload(f"Job {name!r}: {problem}")
+            raise InvalidPayload(
+                f"Job {name!r}: {_unquoted(definition, key, value, problem, advice)}"
+            )
     _check_binds(definition, payload)
+    if definition.sensitive and not stored:
+        payload = encryption.encrypt_payload(payload, _sensitive_keys(definition, payload))
     payload = StoredPayload(payload)
     size = len(json.dumps(payload, ensure_ascii=False).encode())
     limit = get_settings().MAX_PAYLOAD_BYTES
@@ -84,33 +90,70 @@ def check_payload(definition: JobDefinition, payload: Mapping[str, Any] | None) 
     return payload
 
 
-def _encoded(name: str, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+def _sensitive_keys(definition: JobDefinition, payload: Mapping[str, Any]) -> Iterable[str]:
+    return payload.keys() if definition.sensitive_all else definition.sensitive_keys
+
+
+def is_sensitive_key(definition: JobDefinition, key: str) -> bool:
+    return definition.sensitive_all or key in definition.sensitive_keys
+
+
+def _unquoted(
+    definition: JobDefinition, key: str, value: Any, problem: str, advice: str = TYPED_ADVICE
+) -> str:
+    """``problem`` with a payload key's value, or in its place, for a sensitive key,
+    what it is without quoting it."""
+    if not definition.sensitive or not is_sensitive_key(definition, key):
+        return problem
+    return (
+        f"payload key {key!r} is sensitive and holds a {type(value).__name__} that cannot "
+        f"be stored (its value is not shown). {advice}"
+    )
+
+
+def _encoded(definition: JobDefinition, payload: Mapping[str, Any]) -> Mapping[str, Any]:
     """The payload with its datetime, Decimal, UUID... values tagged (typedjson); the
-    same mapping when it holds none (the JSON checks then see its circular references)."""
+    same mapping when it holds none (the JSON checks then see its circular references).
+    A sensitive value stored encrypted already (a schedule's edit) is kept as it is."""
+    name = definition.name
     encoded = {}
     for key, value in payload.items():
+        if definition.sensitive and encryption.is_encrypted(value):
+            encoded[key] = value
+            continue
         try:
             encoded[key] = typedjson.encode(value)
         except ValueError as exc:
-            raise InvalidPayload(f"Job {name!r}: payload key {key!r} {exc}.") from None
+            problem = f"payload key {key!r} {exc}."
+            raise InvalidPayload(
+                f"Job {name!r}: {_unquoted(definition, key, value, problem)}"
+            ) from None
     same = all(encoded[key] is value for key, value in payload.items())
     if not same and settings.USE_TZ:  # only a payload with typed values pays for the walk
-        _warn_of_naive_datetimes(name, payload)
+        _warn_of_naive_datetimes(definition, payload)
     return payload if same else encoded
 
 
-def _warn_of_naive_datetimes(name: str, payload: Mapping[str, Any]) -> None:
+def _warn_of_naive_datetimes(definition: JobDefinition, payload: Mapping[str, Any]) -> None:
     """Warn, as Django does for a model's DateTimeField, of each naive datetime among the
     arguments while time zone support is active: it reaches the handler as the same naive
-    value, which the site's code is bound to compare with aware ones."""
-    for path, value in _naive_datetimes(payload, ""):
-        warnings.warn(
-            f"Job {name!r}: payload key {path!r} received a naive datetime ({value}) while "
-            "time zone support is active; pass an aware one (django.utils.timezone.now(), "
-            "or timezone.make_aware(value)).",
-            RuntimeWarning,
-            stacklevel=_outside_the_package(),
-        )
+    value, which the site's code is bound to compare with aware ones. The value of a
+    sensitive argument is not shown."""
+    seen: set[int] = {id(payload)}
+    for key, argument in payload.items():
+        hidden = definition.sensitive and is_sensitive_key(definition, str(key))
+        for path, value in _naive_datetimes(argument, str(key), 1, seen):
+            _warn_of_naive_datetime(definition.name, path, "" if hidden else f" ({value})")
+
+
+def _warn_of_naive_datetime(name: str, path: str, shown: str) -> None:
+    warnings.warn(
+        f"Job {name!r}: payload key {path!r} received a naive datetime{shown} while "
+        "time zone support is active; pass an aware one (django.utils.timezone.now(), "
+        "or timezone.make_aware(value)).",
+        RuntimeWarning,
+        stacklevel=_outside_the_package(),
+    )
 
 
 def _naive_datetimes(
@@ -299,6 +342,28 @@ def check_dedupe_key(definition: JobDefinition, key: str | None) -> str | None:
     if problem:
         raise ValueError(f"Job {definition.name!r}: {problem}")
     return key
+
+
+def refuse_sensitive_option_values(
+    definition: JobDefinition, payload: Mapping[str, Any] | None, **options: str | None
+) -> None:
+    """Raise ValueError when a ``dedupe_key=`` or ``fair_key=`` (stored and shown in
+    clear) equals the value of a sensitive argument of the call."""
+    if not payload:
+        return
+    secrets = {
+        str(value): key
+        for key, value in payload.items()
+        if is_sensitive_key(definition, str(key)) and isinstance(value, (str, int))
+    }
+    for option, given in options.items():
+        key = None if given is None else secrets.get(str(given))
+        if key is not None:
+            raise ValueError(
+                f"Job {definition.name!r}: {option}= is the value of the sensitive argument "
+                f"{key!r}, and {option} is stored in clear. Derive it from an argument that "
+                "is not sensitive (an id), or pass a digest of it (hashlib.sha256)."
+            )
 
 
 def check_dedupe_for(

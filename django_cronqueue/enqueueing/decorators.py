@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
@@ -240,6 +240,7 @@ def job(
     retry_on: ExceptionOption | None = None,
     discard_on: ExceptionOption | None = None,
     soft_timeout: float | None = None,
+    sensitive: bool | Sequence[str] = False,
 ) -> Decorator: ...
 
 
@@ -261,9 +262,13 @@ def job(
     retry_on: ExceptionOption | None = None,
     discard_on: ExceptionOption | None = None,
     soft_timeout: float | None = None,
+    sensitive: bool | Sequence[str] = False,
     **unsupported: Any,
 ) -> JobHandle | Decorator:
-    """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``."""
+    """Register a function as a job: ``@jobs.job`` or ``@jobs.job(name=..., retries=...)``.
+
+    ``sensitive``: the names of the arguments stored encrypted (True: every argument and
+    the return value); see ``django_cronqueue.integrations.encryption``."""
 
     def decorate(function: Callable[..., Any]) -> JobHandle:
         if not callable(function):
@@ -291,6 +296,7 @@ def job(
             retry_on=retry_on,
             discard_on=discard_on,
             soft_timeout=soft_timeout,
+            sensitive=sensitive,
         )
         assert isinstance(handle, JobHandle)
         return handle
@@ -336,6 +342,12 @@ def cron(
                 "occurrences have no payload to key a limit on, and its expression already sets "
                 "how often it starts. To throttle the work a schedule fans out, enqueue a job "
                 "with limit_by=/rate_limit= from its handler."
+            )
+        if "sensitive" in unsupported:
+            raise ImproperlyConfigured(
+                f"Cron schedule {schedule!r}: option sensitive= is not accepted: a schedule's "
+                "handler takes only the CronRun, which holds nothing to encrypt. Enqueue a "
+                "job defined with sensitive= from its handler."
             )
         if unsupported:
             raise ImproperlyConfigured(

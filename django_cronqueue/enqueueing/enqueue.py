@@ -29,6 +29,7 @@ from .arguments import (
     check_priority,
     check_queue,
     limit_key,
+    refuse_sensitive_option_values,
     resolve_run_at,
 )
 from .arguments import fair_key as fair_key_of
@@ -105,6 +106,10 @@ def checked_row(
     """Every check of ``enqueue``, nothing written: the unsaved row and the span of its
     dedupe key (None when the key holds only while its job is pending or running)."""
     dedupe_key = check_dedupe_key(definition, dedupe_key)
+    if definition.sensitive:
+        refuse_sensitive_option_values(
+            definition, payload, dedupe_key=dedupe_key, fair_key=fair_key
+        )
     span = check_dedupe_for(definition, dedupe_key, dedupe_for)
     row = build_job(
         definition,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
@@ -15,6 +16,8 @@ from django.db.models.lookups import Exact
 
 from ..claiming import ClaimedJob
 from ..conf import database_alias
+from ..definitions.registry import registry
+from ..integrations import encryption
 from ..models import Job, JobStatus
 from ..values.error_text import (
     MAX_CLASS_PATH_CHARS,
@@ -139,3 +142,39 @@ def log_discarded(job: ClaimedJob, what: str) -> None:
 
 def log_extra(job: ClaimedJob, outcome: str) -> dict[str, Any]:
     return {"job_id": job.id, "job_name": job.name, "outcome": outcome}
+
+
+# The statuses of rows whose sensitive values are erased: a failed row keeps them for a
+# retry until it is pruned.
+ERASED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.CANCELLED)
+
+
+def erase_secrets(ids: Sequence[int]) -> int:
+    """Erase the encrypted values (and an encrypted result) of the rows ``ids`` that
+    succeeded or were cancelled. Free while this process defines no sensitive job; the
+    rows are read, not trusted to be of such a job (a name may have left the code)."""
+    if not registry.sensitive_names or not ids:
+        return 0
+    ended = job_rows().filter(pk__in=list(ids), status__in=ERASED_STATUSES)
+    erased = 0
+    for pk, payload, result in ended.values_list("pk", "payload", "result"):
+        changes = erased_changes(payload, result)
+        if changes:
+            erased += ended.filter(pk=pk).update(**changes)
+    return erased
+
+
+def erased_changes(payload: Any, result: Any) -> dict[str, Any]:
+    """The columns of a row to write with its secrets erased (none when it holds none)."""
+    changes: dict[str, Any] = {}
+    if encryption.holds_encrypted(payload):
+        changes["payload"] = encryption.erase_payload(payload)
+    if encryption.is_encrypted(result) and not encryption.is_erased(result):
+        changes["result"] = encryption.erased()
+    return changes
+
+
+def erase_unsaved(job: Job) -> None:
+    """An unsaved row created cancelled: its secrets erased before it is written."""
+    if encryption.holds_encrypted(job.payload):
+        job.payload = encryption.erase_payload(job.payload)

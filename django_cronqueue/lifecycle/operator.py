@@ -20,7 +20,7 @@ from ..history import archive, counting
 from ..models import FINISHED_STATUSES, Job, JobStatus
 from ..values.error_text import MAX_ERROR_CHARS, clean_text
 from . import workflow
-from .common import apply_changes, job_rows, running_rows
+from .common import apply_changes, erase_secrets, erase_unsaved, job_rows, running_rows
 
 logger = logging.getLogger("django_cronqueue")
 
@@ -181,6 +181,7 @@ def cancel_rows(ids: list[int], reason: str, now: dt.datetime, *, by: str = "") 
             .values_list("pk", flat=True)
         )
         updated = pending.update(**changes)
+        erase_secrets(ids)
         workflow.after_end(in_workflow, now)
     return updated
 
@@ -217,6 +218,7 @@ def make_rows_due(ids: list[int], now: dt.datetime) -> int:
 
 def mark_skipped(job: Job, reason: str, *, now: dt.datetime) -> None:
     """An unsaved occurrence row that will not run (overlap='skip'): created cancelled."""
+    erase_unsaved(job)
     apply_changes(
         job,
         {

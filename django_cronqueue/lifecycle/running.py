@@ -34,6 +34,7 @@ from . import workflow
 from .attempts import AttemptEnd, failed_attempt, lost_attempt, recorded
 from .common import (
     Outcome,
+    erased_changes,
     job_rows,
     log_discarded,
     log_extra,
@@ -53,10 +54,12 @@ def complete_success(
     now: dt.datetime,
     result: Any = None,
     progress: dict[str, Any] | None = None,
+    payload: dict[str, Any] | None = None,
     attempt_row: bool = True,
 ) -> bool:
     """running -> succeeded, only if this claim still holds the lease. A handler that
     returned normally succeeded, even if a cancel was requested meanwhile: its work is done.
+    ``payload``: the payload written with it (a sensitive job's, its secrets erased).
 
     A result the database refuses (IntegrityError, DataError: a limit no check knew
     of) is dropped and logged, and the success recorded without it.
@@ -65,7 +68,9 @@ def complete_success(
     the same transaction (``attempt_row=False``: the caller does). A first-attempt
     success costs only the comparison that tells it apart."""
     if job.attempts > 1 and attempt_row:
-        return _complete_later_success(job, now=now, result=result, progress=progress)
+        return _complete_later_success(
+            job, now=now, result=result, progress=progress, payload=payload
+        )
     changes = {
         "status": JobStatus.SUCCEEDED,
         "finished_at": now,
@@ -74,6 +79,7 @@ def complete_success(
         "active_dedupe_key": None,
         "result": result,
         **_progress_change(progress),
+        **({} if payload is None else {"payload": payload}),
     }
     with counting.finishing(now, atomic=False):
         if job.in_workflow:
@@ -89,7 +95,12 @@ def complete_success(
 
 
 def _complete_later_success(
-    job: ClaimedJob, *, now: dt.datetime, result: Any, progress: dict[str, Any] | None
+    job: ClaimedJob,
+    *,
+    now: dt.datetime,
+    result: Any,
+    progress: dict[str, Any] | None,
+    payload: dict[str, Any] | None,
 ) -> bool:
     """The success of an attempt after the first, and its attempt row, in one
     transaction."""
@@ -99,7 +110,7 @@ def _complete_later_success(
             row, job.id, job.attempts, outcome=AttemptOutcome.SUCCEEDED, finished_at=now
         )
         written = complete_success(
-            job, now=now, result=result, progress=progress, attempt_row=False
+            job, now=now, result=result, progress=progress, payload=payload, attempt_row=False
         )
         return bool(recorded(int(written), end))
 
@@ -321,6 +332,7 @@ def _finish_cancelled(
         "traceback": format_traceback(exc),
         "exception_class_path": class_path(exc),
         **_progress_change(progress),
+        **erased_changes(job.payload, None),  # its sensitive values, in the same UPDATE
     }
     end = AttemptEnd.of_row(
         request,

@@ -30,7 +30,7 @@ from ..db.notify import wake_workers
 from ..history.counting import ROW_FIELDS
 from ..models import Batch, Job, JobDependency, JobStatus
 from ..values.error_text import MAX_ERROR_CHARS, clean_text
-from .common import apply_changes, job_rows
+from .common import apply_changes, erase_secrets, erase_unsaved, job_rows
 
 ENDED = (JobStatus.FAILED, JobStatus.CANCELLED)
 BATCH_TABLE = Batch._meta.db_table
@@ -50,6 +50,7 @@ def upstream_ended_text(pk: int, name: str, status: str) -> str:
 
 def mark_upstream_ended(job: Job, reason: str, *, now: dt.datetime) -> None:
     """An unsaved row whose upstream job ended without success: created cancelled."""
+    erase_unsaved(job)
     apply_changes(job, _cancelled(reason, now))
 
 
@@ -136,6 +137,7 @@ def cancel_downstream(pk: int, name: str, status: str, now: dt.datetime) -> int:
         reason = upstream_ended_text(up_pk, up_name, up_status)
         ids = [row[0] for row in downstream]
         job_rows().filter(pk__in=ids, status=JobStatus.PENDING).update(**_cancelled(reason, now))
+        erase_secrets(ids)
         cancelled += len(ids)
         for down_pk, down_name, has_downstream, batch_id in downstream:
             if has_downstream:

@@ -26,6 +26,7 @@ from django.utils import timezone
 from ..cron.spec import DEFAULT_MAX_CATCH_UP
 from ..definitions.flow_options import MAX_LIMIT_KEY_LENGTH
 from ..definitions.registry import JobDefinition
+from ..integrations import encryption
 from ..values.validation import (
     MAX_DEDUPE_KEY_LENGTH,
     MAX_EXPRESSION_LENGTH,
@@ -230,6 +231,14 @@ class Job(models.Model):
     def run_now(self, *, now: dt.datetime | None = None) -> bool:
         """Pending -> due now. False if the job is not pending any more."""
         return verbs().run_job_now(self, now=now)
+
+    def decrypted_payload(self) -> dict[str, Any]:
+        """The payload with its sensitive values in clear (``@jobs.job(sensitive=...)``),
+        as stored otherwise (typed values tagged). Raises ``DecryptionError`` for a value
+        no key of ``CRONQUEUE["ENCRYPTION_KEYS"]`` decrypts, or one erased (its job
+        ended)."""
+        payload = self.payload if isinstance(self.payload, dict) else {}
+        return encryption.decrypt_payload(payload, f"Job {self.name} #{self.pk}")
 
 
 class Batch(models.Model):

@@ -26,7 +26,7 @@ from ..claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_su
 from ..conf import database_alias, get_settings
 from ..definitions.registry import JobDefinition, registry
 from ..exceptions import ChildDied, JobCancelled, Snooze, SoftTimeLimitExceeded, TimeLimitExceeded
-from ..integrations import tracing
+from ..integrations import encryption, tracing
 from ..integrations.tracing import consumer_span
 from ..lifecycle import Outcome
 from ..models import Batch, Job, JobStatus
@@ -63,6 +63,9 @@ class Call:
     def __post_init__(self) -> None:
         if self.error is not None or self.result is None:
             return
+        if self.sensitive_result:
+            self._judge_sensitive_result()
+            return
         self.result_problem = result_problem(self.result)
         if self.result_problem and self.definition and self.definition.unstorable_result_fails:
             self.error = TypeError(
@@ -70,6 +73,36 @@ class Call:
                 f"stored: {self.result_problem}"
             )
             self.final = True
+
+    def _judge_sensitive_result(self) -> None:
+        """A sensitive return value is never stored, so never dropped; one the database
+        could not store still fails a job that must store it (a Django task), with an
+        error that does not quote it."""
+        definition = self.definition
+        if definition is None or not definition.unstorable_result_fails:
+            return
+        if result_problem(self.result):
+            self.error = TypeError(
+                f"Job {self.job.name} #{self.job.id} returned a {type(self.result).__name__} "
+                "that cannot be stored as JSON (its value is sensitive: not shown)"
+            )
+            self.final = True
+
+    @property
+    def sensitive(self) -> bool:
+        """Its payload holds encrypted values, erased when it succeeds."""
+        return self.definition is not None and self.definition.sensitive
+
+    @property
+    def sensitive_result(self) -> bool:
+        """Its return value is sensitive (``sensitive=True``): never stored nor judged,
+        since a message about it would quote it."""
+        return self.definition is not None and self.definition.sensitive_all
+
+    @property
+    def announced_result(self) -> Any:
+        """The result ``job_succeeded`` receivers get: none of a sensitive one."""
+        return self.stored_result if self.sensitive_result else self.result
 
     @property
     def succeeded(self) -> bool:
@@ -82,7 +115,10 @@ class Call:
 
     @property
     def stored_result(self) -> Any:
-        """What the row keeps of the handler's return value."""
+        """What the row keeps of the handler's return value: nothing of a job with
+        ``sensitive=True``, whose result is erased as soon as it succeeded."""
+        if self.sensitive_result:
+            return None if self.result is None else encryption.erased()
         return None if self.result_problem else self.result
 
 
@@ -217,7 +253,11 @@ def record(outcome: Call, now: dt.datetime) -> Outcome:
     if outcome.result_problem:
         _log_dropped_result(job, outcome.result_problem)
     if not lifecycle.complete_success(
-        job, now=now, result=outcome.stored_result, progress=outcome.progress
+        job,
+        now=now,
+        result=outcome.stored_result,
+        progress=outcome.progress,
+        payload=encryption.erase_payload(job.payload) if outcome.sensitive else None,
     ):
         return Outcome.DISCARDED
     announce_successes([outcome])
@@ -239,7 +279,7 @@ def announce_successes(outcomes: Sequence[Call]) -> None:
             signals.job_succeeded,
             job.name,
             job=job,
-            result=outcome.result,
+            result=outcome.announced_result,
             duration=outcome.duration,
         )
     lines = console.success_line
@@ -276,6 +316,7 @@ class Recorder:
     def add(self, outcome: Call) -> None:
         quick = (
             outcome.succeeded
+            and not outcome.sensitive  # recorded alone, erasing its secrets
             and not outcome.job.has_downstream  # recorded alone, releasing its downstream
             and outcome.job.attempts == 1  # a later attempt's success writes its attempt row
             and outcome.result is None
@@ -403,9 +444,12 @@ def handler_arguments(
         )
         context.scheduled_for = run.scheduled_for
         return (run,), {}
+    payload = job.payload
+    if definition.sensitive:  # decrypted for the handler only: the job keeps its tokens
+        payload = encryption.decrypt_payload(payload, f"Job {job.name} #{job.id}")
     if job.tagged and definition.typed_values:
-        return (), typedjson.decode_payload(job.payload)
-    return (), job.payload
+        return (), typedjson.decode_payload(payload)
+    return (), payload
 
 
 def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext) -> Any:

@@ -6,6 +6,7 @@ metrics view say what to install."""
 import pytest
 
 from django_cronqueue.models import Job
+from tests.sensitive_keys import KEY_A
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -50,3 +51,16 @@ def test_metrics_port_without_prometheus_client_names_the_extra(runjobs):
     assert code != 0
     assert "--metrics-port: Metrics need prometheus_client" in log
     assert "pip install 'django-cronqueue[prometheus]'" in log
+
+
+def test_sensitive_jobs_without_cryptography_fail_the_checks_naming_the_extra(runjobs):
+    """E052: the jobs of tests/testapp/sensitive_jobs.py, discovered, need ``cryptography``;
+    a site without sensitive jobs nor keys never imports it (the runs above)."""
+    settings = {"DISCOVER": ["jobs", "sensitive_jobs"], "ENCRYPTION_KEYS": [KEY_A]}
+    code, log = finish(
+        runjobs, runjobs.start(module="tests.without_extras", command="check", settings=settings)
+    )
+    assert code != 0, log
+    assert "django_cronqueue.E052" in log
+    assert "'sensitive.charge'" in log
+    assert "pip install 'django-cronqueue[encryption]'" in log

@@ -12,6 +12,7 @@ from django_cronqueue import checks
 from django_cronqueue.checks import check_database_charset, check_database_version, check_settings
 from django_cronqueue.conf import DEFAULTS, KNOWN_KEYS, get_settings, max_clock_skew
 from django_cronqueue.db.routing_checks import check_read_database, check_routing
+from tests.sensitive_keys import KEY_A, KEY_B
 
 
 def ids(messages):
@@ -53,6 +54,7 @@ VALID = {
     "WARN_DEAD_TUPLES": None,
     "PREPARED_STATEMENTS": True,
     "PRIORITY_AGING": {"AFTER": 300, "EVERY": 60},
+    "ENCRYPTION_KEYS": [KEY_A, KEY_B],
 }
 
 
