@@ -20,7 +20,7 @@ import datetime as dt
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
-from types import MappingProxyType, ModuleType
+from types import ModuleType
 from typing import Any
 
 from django.db import connections
@@ -32,6 +32,7 @@ from ..definitions.registry import registry
 from . import base, erasing
 from .aging import effective_priority
 from .base import TABLE, ClaimedJob, ClaimFloor, ClaimRequest, FlowLimit
+from .erasing import NOTHING_ERASED
 from .request import claim_request, is_capped
 
 __all__ = [
@@ -217,10 +218,6 @@ def claim_due(
     return claim(request, using=database_alias())
 
 
-# No sensitive job among a batch of successes: no payload to write.
-NOTHING_ERASED: Mapping[int, Any] = MappingProxyType({})
-
-
 def complete_and_claim(
     request: ClaimRequest,
     succeeded: Sequence[ClaimedJob],
@@ -231,11 +228,8 @@ def complete_and_claim(
 ) -> tuple[list[ClaimedJob], set[int]]:
     """Mark quick successes succeeded, then claim: one statement on PostgreSQL when no
     capped or limited name is involved, two steps elsewhere. ``erased``: the payloads,
-    their secrets erased, of the sensitive jobs among ``succeeded``, by id; those are
-    written first, by a statement of their own. Returns (claimed, ids written)."""
-    written_erased: set[int] = set()
-    if erased:
-        written_erased, succeeded = _complete_erasing(succeeded, finished_at, using, erased)
+    their secrets erased, of the sensitive jobs among ``succeeded``, by id, each written
+    by the statement that marks its row succeeded. Returns (claimed, ids written)."""
     connection = connections[using]
     backend = _backend(connection)
     one_statement = (
@@ -246,13 +240,15 @@ def complete_and_claim(
         and not request.aging
     )
     if succeeded and one_statement and request.names and request.limit > 0:
-        jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)
+        jobs, written = backend.complete_and_claim(
+            connection, request, succeeded, finished_at, erased
+        )
         jobs.sort(key=ClaimedJob.order_key)
         _with_lease(jobs, request)
     else:
-        written = complete_successes(succeeded, finished_at=finished_at, using=using)
+        written = complete_successes(succeeded, finished_at=finished_at, using=using, erased=erased)
         jobs = claim(request, using=using)
-    return jobs, (written | written_erased) if erased else written
+    return jobs, written
 
 
 def complete_successes(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -25,10 +26,18 @@ from .base import (
     succeeded_set_params,
 )
 
+# No sensitive job among a batch of successes: no payload to write.
+NOTHING_ERASED: Mapping[int, Any] = MappingProxyType({})
+
 # A row's value in a ``CASE id``: its payload as JSON text (PostgreSQL casts it to jsonb)
 # or its lease token.
 WHEN_JSONB = "WHEN %s THEN %s::jsonb"
 WHEN_VALUE = "WHEN %s THEN %s"
+
+
+def erased_texts(jobs: Sequence[ClaimedJob], erased: Mapping[int, Any]) -> list[str]:
+    """The erased payloads of ``jobs``, as JSON text."""
+    return [json.dumps(erased[job.id]) for job in jobs]
 
 
 def by_id(count: int, when: str) -> str:
@@ -57,7 +66,11 @@ def complete_erasing_successes(
         connection,
         [
             *succeeded_set_params(finished_at),
-            *(value for job in jobs for value in (job.id, json.dumps(erased[job.id]))),
+            *(
+                value
+                for pair in zip(ids, erased_texts(jobs, erased), strict=True)
+                for value in pair
+            ),
             JobStatus.RUNNING,
             *ids,
             *(value for job in jobs for value in (job.id, job.token)),

@@ -122,7 +122,7 @@ def test_a_mixed_batch_writes_the_plain_rows_with_their_payloads_unchanged():
         assert job.status == "succeeded" and job.payload == {"key": job.payload["key"]}
 
 
-def test_complete_and_claim_writes_sensitive_and_plain_successes_then_claims():
+def test_complete_and_claim_writes_sensitive_and_plain_successes_and_claims():
     enqueue_charges(1)
     jobs.enqueue(test_jobs.record, {"key": "plain"})
     claimed = claim_all(2)
@@ -130,13 +130,36 @@ def test_complete_and_claim_writes_sensitive_and_plain_successes_then_claims():
     request = claim_request(
         timezone.now(), queues=None, limit=5, worker_id="w", include_capped=False
     )
-    more, written = complete_and_claim(
-        request, claimed, finished_at=NOW, using=database_alias(), erased=erased_of(claimed)
-    )
+    with CaptureQueriesContext(connection) as queries:
+        more, written = complete_and_claim(
+            request, claimed, finished_at=NOW, using=database_alias(), erased=erased_of(claimed)
+        )
+    if connection.vendor == "postgresql":
+        assert len(queries) == 1  # both kinds of success ride with the claim
     assert written == {job.id for job in claimed}
     assert [job.payload for job in more] == [{"key": "next"}]
     [sensitive] = [job for job in claimed if job.name == charge.name]
     assert_succeeded_and_erased(sensitive.id, 0)
+
+
+def test_complete_and_claim_leaves_a_sensitive_row_whose_lease_was_lost():
+    enqueue_charges(2)
+    kept, lost = claim_all(2)
+    Job.objects.filter(pk=lost.id).update(lock_token="another-claim")
+    request = claim_request(
+        timezone.now(), queues=None, limit=5, worker_id="w", include_capped=False
+    )
+    more, written = complete_and_claim(
+        request,
+        [kept, lost],
+        finished_at=NOW,
+        using=database_alias(),
+        erased=erased_of([kept, lost]),
+    )
+    assert (more, written) == ([], {kept.id})
+    assert_succeeded_and_erased(kept.id, kept.payload["order_id"])
+    row = Job.objects.get(pk=lost.id)
+    assert row.status == "running" and encryption.holds_encrypted(row.payload)
 
 
 def test_a_plain_batch_with_its_claim_takes_the_statements_it_took():
