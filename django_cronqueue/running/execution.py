@@ -422,7 +422,8 @@ def write_and_claim(
     """A worker's quick successes and its next claim: one statement on PostgreSQL, unless
     group members are among the successes: they are written and counted in their batches
     in a transaction of their own, then the claim follows. Sensitive jobs (``erased``:
-    their erased payloads by id) are written by a statement of their own before."""
+    their erased payloads by id) are written with them by the statement that marks them
+    succeeded."""
     using = database_alias()
     if not any(job.batch_id is not None for job in succeeded):
         return complete_and_claim(request, succeeded, finished_at=now, using=using, erased=erased)
