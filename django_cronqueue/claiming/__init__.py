@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 from types import ModuleType
+from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -28,12 +29,14 @@ from django.utils import timezone
 
 from ..conf import database_alias, get_settings
 from ..definitions.registry import registry
-from . import base
+from . import base, erasing
 from .aging import effective_priority
 from .base import TABLE, ClaimedJob, ClaimFloor, ClaimRequest, FlowLimit
+from .erasing import NOTHING_ERASED
 from .request import claim_request, is_capped
 
 __all__ = [
+    "NOTHING_ERASED",
     "ClaimFloor",
     "ClaimRequest",
     "ClaimedJob",
@@ -221,10 +224,12 @@ def complete_and_claim(
     *,
     finished_at: dt.datetime,
     using: str,
+    erased: Mapping[int, Any] = NOTHING_ERASED,
 ) -> tuple[list[ClaimedJob], set[int]]:
     """Mark quick successes succeeded, then claim: one statement on PostgreSQL when no
-    capped or limited name is involved, two steps elsewhere. Returns (claimed, ids
-    written)."""
+    capped or limited name is involved, two steps elsewhere. ``erased``: the payloads,
+    their secrets erased, of the sensitive jobs among ``succeeded``, by id, each written
+    by the statement that marks its row succeeded. Returns (claimed, ids written)."""
     connection = connections[using]
     backend = _backend(connection)
     one_statement = (
@@ -235,23 +240,48 @@ def complete_and_claim(
         and not request.aging
     )
     if succeeded and one_statement and request.names and request.limit > 0:
-        jobs, written = backend.complete_and_claim(connection, request, succeeded, finished_at)
+        jobs, written = backend.complete_and_claim(
+            connection, request, succeeded, finished_at, erased
+        )
         jobs.sort(key=ClaimedJob.order_key)
         _with_lease(jobs, request)
     else:
-        written = complete_successes(succeeded, finished_at=finished_at, using=using)
+        written = complete_successes(succeeded, finished_at=finished_at, using=using, erased=erased)
         jobs = claim(request, using=using)
     return jobs, written
 
 
 def complete_successes(
-    jobs: Sequence[ClaimedJob], *, finished_at: dt.datetime, using: str
+    jobs: Sequence[ClaimedJob],
+    *,
+    finished_at: dt.datetime,
+    using: str,
+    erased: Mapping[int, Any] = NOTHING_ERASED,
 ) -> set[int]:
     """running -> succeeded for many rows (handlers that returned None), each only if
-    its claim still holds the lease. Returns the ids written."""
+    its claim still holds the lease. Returns the ids written. ``erased``: the payloads,
+    their secrets erased, of the sensitive jobs among ``jobs``, by id: those rows are
+    written with them by a statement of their own (the same that marks them succeeded),
+    the others by the usual one."""
+    if erased:
+        written, others = _complete_erasing(jobs, finished_at, using, erased)
+        return written | complete_successes(others, finished_at=finished_at, using=using)
     if not jobs:
         return set()
     return base.complete_successes(connections[using], jobs, finished_at)
+
+
+def _complete_erasing(
+    jobs: Sequence[ClaimedJob], finished_at: dt.datetime, using: str, erased: Mapping[int, Any]
+) -> tuple[set[int], list[ClaimedJob]]:
+    """Write the sensitive jobs among ``jobs`` with their erased payloads. Returns the
+    ids written and the other jobs, left to write."""
+    sensitive = [job for job in jobs if job.id in erased]
+    others = [job for job in jobs if job.id not in erased]
+    if not sensitive:
+        return set(), others
+    written = erasing.complete_erasing_successes(connections[using], sensitive, erased, finished_at)
+    return written, others
 
 
 def claim_one(job_id: int, *, worker_id: str) -> ClaimedJob | None:

@@ -547,11 +547,11 @@ def complete_successes(
                 if cursor.rowcount == len(ids):
                     written.update(ids)
                 else:
-                    written.update(_succeeded_at(cursor, connection, ids, finished_at))
+                    written.update(succeeded_at(cursor, connection, ids, finished_at))
     return written
 
 
-def _succeeded_at(
+def succeeded_at(
     cursor: Any, connection: BaseDatabaseWrapper, ids: list[int], finished_at: dt.datetime
 ) -> set[int]:
     """Which of ``ids`` this batch marked succeeded (MySQL: no RETURNING)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -50,6 +50,7 @@ from .base import (
     row_to_job,
     succeeded_set_params,
 )
+from .erasing import NOTHING_ERASED, erased_texts
 from .fair import PROBED_KEY_ROWS, SHARE_TABLE
 from .flow import FLOW_TABLE, START_TABLE
 
@@ -226,33 +227,61 @@ def write_plan(
 BY_ID_RUNNING = f"{STATUS_EXPRESSION} = '{JobStatus.RUNNING}'"
 
 
+# The sensitive jobs among the successes: each row marked succeeded with its payload, its
+# secrets erased (``claiming.erasing``), by the same statement, and the ids it wrote.
+ERASING_DONE = (
+    f"erased AS (UPDATE ONLY {TABLE} t SET {SUCCEEDED_SET}, payload = e.payload "
+    "FROM unnest(%s::bigint[], %s::text[], %s::jsonb[]) AS e(id, token, payload) "
+    f"WHERE t.id = e.id AND t.lock_token = e.token AND {BY_ID_RUNNING}{PLAIN_SUCCESS} "
+    "RETURNING t.id), "
+)
+ERASED_ROWS = (
+    f" UNION ALL SELECT TRUE, id, {', '.join(['NULL'] * RETURNED_COLUMNS.count(','))} FROM erased"
+)
+
+
 def complete_and_claim(
     connection: BaseDatabaseWrapper,
     request: ClaimRequest,
     succeeded: Sequence[ClaimedJob],
     finished_at: dt.datetime,
+    erased: Mapping[int, Any] = NOTHING_ERASED,
 ) -> tuple[list[ClaimedJob], set[int]]:
     """Mark ``succeeded`` (each guarded by its lease token) and claim more, in one
-    statement. Returns the claimed jobs and the ids actually marked succeeded."""
+    statement. Returns the claimed jobs and the ids actually marked succeeded. The
+    sensitive jobs among them (``erased``: their erased payloads by id) are written with
+    their payloads (``ERASING_DONE``)."""
     where, params = due_filter(request, request.names, names_as_array=True)
     padding = ", ".join(["NULL"] * (RETURNED_COLUMNS.count(",")))
+    plain, erasing = succeeded, []
+    if erased:
+        plain = [job for job in succeeded if job.id not in erased]
+        erasing = [job for job in succeeded if job.id in erased]
     sql = (
         f"WITH done AS (UPDATE ONLY {TABLE} SET {SUCCEEDED_SET} "
         f"WHERE {BY_ID_RUNNING} "
         "AND (id, lock_token) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))"
         f"{PLAIN_SUCCESS} RETURNING id), "
-        f"picked AS MATERIALIZED (SELECT id FROM ONLY {TABLE} WHERE {where} {ORDER} "
+        + (ERASING_DONE if erasing else "")
+        + f"picked AS MATERIALIZED (SELECT id FROM ONLY {TABLE} WHERE {where} {ORDER} "
         f"{limit_clause(request)}{ROW_LOCK}), "
         f"claimed AS (UPDATE ONLY {TABLE} SET {claim_set_clause()} "
         f"WHERE id IN (SELECT id FROM picked) RETURNING {RETURNED_COLUMNS}) "
         f"SELECT FALSE, {RETURNED_COLUMNS} FROM claimed "
-        f"UNION ALL SELECT TRUE, id, {padding} FROM done"
+        f"UNION ALL SELECT TRUE, id, {padding} FROM done" + (ERASED_ROWS if erasing else "")
     )
     done_params = [
         *succeeded_set_params(finished_at),
-        [job.id for job in succeeded],
-        [job.token for job in succeeded],
+        [job.id for job in plain],
+        [job.token for job in plain],
     ]
+    if erasing:
+        done_params += [
+            *succeeded_set_params(finished_at),
+            [job.id for job in erasing],
+            [job.token for job in erasing],
+            erased_texts(erasing, erased),
+        ]
     with fast_cursor(connection, prepared=True) as cursor:
         cursor.execute(sql, adapt(connection, [*done_params, *params, *claim_set_params(request)]))
         rows = cursor.fetchall()

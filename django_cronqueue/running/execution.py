@@ -7,13 +7,11 @@ many rows instead of one per job.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +20,16 @@ from django.db import transaction
 from django.db.models import Q
 
 from .. import lifecycle, signals
-from ..claiming import ClaimedJob, ClaimRequest, complete_and_claim, complete_successes
+from ..claiming import (
+    NOTHING_ERASED,
+    ClaimedJob,
+    ClaimRequest,
+    complete_and_claim,
+    complete_successes,
+)
 from ..conf import database_alias, get_settings
 from ..definitions.registry import JobDefinition, registry
-from ..exceptions import ChildDied, JobCancelled, Snooze, SoftTimeLimitExceeded, TimeLimitExceeded
+from ..exceptions import ChildDied, JobCancelled, Snooze, TimeLimitExceeded
 from ..integrations import encryption, tracing
 from ..integrations.tracing import consumer_span
 from ..lifecycle import Outcome
@@ -34,6 +38,7 @@ from ..values import typedjson
 from ..values.error_text import describe
 from ..values.validation import json_problem
 from . import console
+from .cancellable import run_cancellable
 from .context import JobContext, enter, leave
 
 logger = logging.getLogger("django_cronqueue")
@@ -302,7 +307,9 @@ class Recorder:
 
     A first attempt's success whose handler returned None and took under ``QUICK``
     seconds waits in a batch; the batch is written when a slow or failed job comes, when
-    it is ``MAX_WAIT`` old, or on ``flush()``. Everything else is written at once.
+    it is ``MAX_WAIT`` old, or on ``flush()``. Everything else is written at once. A
+    sensitive job's success waits with its payload erased (``erased``, by id), written
+    in the statement that marks it succeeded.
     """
 
     QUICK = 0.005
@@ -311,12 +318,12 @@ class Recorder:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.pending: list[Call] = []
+        self.erased: dict[int, Any] = {}
         self.oldest = 0.0
 
     def add(self, outcome: Call) -> None:
         quick = (
             outcome.succeeded
-            and not outcome.sensitive  # recorded alone, erasing its secrets
             and not outcome.job.has_downstream  # recorded alone, releasing its downstream
             and outcome.job.attempts == 1  # a later attempt's success writes its attempt row
             and outcome.result is None
@@ -327,6 +334,8 @@ class Recorder:
             self.flush()
             record(outcome, self.clock())
             return
+        if outcome.sensitive:
+            self.erased[outcome.job.id] = encryption.erase_payload(outcome.job.payload)
         if not self.pending:
             self.oldest = time.monotonic()
         self.pending.append(outcome)
@@ -344,30 +353,36 @@ class Recorder:
     def flush(self) -> None:
         if not self.pending:
             return
-        batch, self.pending = self.pending, []
+        batch, erased = self.take()
         finished_at = self.clock()
         try:
             written = write_successes(
                 [outcome.job for outcome in batch],
                 lambda jobs: complete_successes(
-                    jobs, finished_at=finished_at, using=database_alias()
+                    jobs, finished_at=finished_at, using=database_alias(), erased=erased
                 ),
                 finished_at,
             )
         except BaseException:
             self.pending = batch + self.pending  # kept for the next try (token-guarded)
+            self.erased.update(erased)
             raise
         self.announce(batch, written)
 
-    def take(self) -> list[Call]:
-        """Hand the waiting successes to the caller, who writes them (with its next
-        claim) and then calls ``announce``, or ``put_back`` if writing failed."""
+    def take(self) -> tuple[list[Call], Mapping[int, Any]]:
+        """Hand the waiting successes and the erased payloads of the sensitive ones to
+        the caller, who writes them (with its next claim) and then calls ``announce``, or
+        ``put_back`` if writing failed."""
         batch, self.pending = self.pending, []
-        return batch
+        if not self.erased:
+            return batch, NOTHING_ERASED
+        erased, self.erased = self.erased, {}
+        return batch, erased
 
-    def put_back(self, batch: list[Call]) -> None:
+    def put_back(self, batch: list[Call], erased: Mapping[int, Any] = NOTHING_ERASED) -> None:
         if batch:
             self.pending = batch + self.pending
+            self.erased.update(erased)
             self.oldest = time.monotonic()
 
     def announce(self, batch: list[Call], written: set[int]) -> None:
@@ -399,16 +414,23 @@ def write_successes(
 
 
 def write_and_claim(
-    request: ClaimRequest, succeeded: list[ClaimedJob], now: dt.datetime
+    request: ClaimRequest,
+    succeeded: list[ClaimedJob],
+    now: dt.datetime,
+    erased: Mapping[int, Any] = NOTHING_ERASED,
 ) -> tuple[list[ClaimedJob], set[int]]:
     """A worker's quick successes and its next claim: one statement on PostgreSQL, unless
     group members are among the successes: they are written and counted in their batches
-    in a transaction of their own, then the claim follows."""
+    in a transaction of their own, then the claim follows. Sensitive jobs (``erased``:
+    their erased payloads by id) are written with them by the statement that marks them
+    succeeded."""
     using = database_alias()
     if not any(job.batch_id is not None for job in succeeded):
-        return complete_and_claim(request, succeeded, finished_at=now, using=using)
+        return complete_and_claim(request, succeeded, finished_at=now, using=using, erased=erased)
     written = write_successes(
-        succeeded, lambda jobs: complete_successes(jobs, finished_at=now, using=using), now
+        succeeded,
+        lambda jobs: complete_successes(jobs, finished_at=now, using=using, erased=erased),
+        now,
     )
     jobs, _ = complete_and_claim(request, [], finished_at=now, using=using)
     return jobs, written
@@ -463,75 +485,6 @@ def call_handler(definition: JobDefinition, job: ClaimedJob, context: JobContext
         return definition.func(*args, **kwargs)
     finally:
         leave(token)
-
-
-def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
-    """Cancel ``task`` on its loop, from any thread (a loop that has closed is done)."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(task.cancel)
-
-
-class _TimeLimit:
-    """Cancels a task after ``seconds`` (none when 0 or None); ``reached`` says it did,
-    so that its cancellation is told apart from any other (a cancel request, the
-    handler's own timeouts)."""
-
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], seconds: float | None
-    ) -> None:
-        self.reached = False
-        self._handle = loop.call_later(seconds, self._cancel, task) if seconds else None
-
-    def _cancel(self, task: asyncio.Task[Any]) -> None:
-        self.reached = True
-        task.cancel()
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-
-
-async def run_cancellable(
-    context: JobContext,
-    func: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    soft_timeout: float | None = None,
-    timeout: float | None = None,
-) -> Any:
-    """Run an ``async def`` handler as a task of this event loop, cancelled on the loop
-    (``asyncio.CancelledError`` inside the handler) when a cancel of its job is requested.
-    A CancelledError that escapes the handler then becomes ``jobs.JobCancelled``; after
-    ``soft_timeout`` seconds the task is cancelled too, and it becomes
-    ``jobs.SoftTimeLimitExceeded``; after ``timeout`` seconds (the asyncio pool's), it
-    becomes ``jobs.TimeLimitExceeded``. Whatever else the handler raises is its own, a
-    ``TimeoutError`` of its upstream calls included."""
-    loop = asyncio.get_running_loop()
-    task = loop.create_task(func(*args, **kwargs))
-    context.on_cancel(lambda: _cancel_soon(loop, task))
-    soft_limit = _TimeLimit(loop, task, soft_timeout)
-    hard_limit = _TimeLimit(loop, task, timeout)
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if not task.cancelled():
-            raise  # the caller was cancelled, not the handler
-        if hard_limit.reached:
-            raise TimeLimitExceeded(
-                f"Job {context.name} #{context.job_id} ran past its timeout of "
-                f"{timeout:g}s: its task was cancelled"
-            ) from None
-        if soft_limit.reached:
-            raise SoftTimeLimitExceeded(
-                f"Job {context.name} #{context.job_id} ran past its soft time limit of "
-                f"{soft_timeout:g}s"
-            ) from None
-        if context.cancel_requested:
-            raise JobCancelled(f"Job {context.name} #{context.job_id}: cancelled") from None
-        raise
-    finally:
-        soft_limit.stop()
-        hard_limit.stop()
 
 
 def storable_result(value: Any) -> Any:

@@ -37,8 +37,9 @@ from .. import signals
 from ..claiming import ClaimedJob
 from ..definitions.registry import JobDefinition, registry
 from ..exceptions import JobCancelled
+from ..running.cancellable import run_cancellable
 from ..running.context import JobContext, activate
-from ..running.execution import Call, Recorder, handler_arguments, run_cancellable, within_timeout
+from ..running.execution import Call, Recorder, handler_arguments, within_timeout
 from .held_jobs import HeldJob
 from .loop import Worker
 

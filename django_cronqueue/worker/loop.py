@@ -371,11 +371,11 @@ class Worker(Heartbeat):
             fair_queues=self.housekeeping.fair_queues,
         )
         # The slot's quick successes are written by the same statement (PostgreSQL).
-        succeeded = recorder.take()
+        succeeded, erased = recorder.take()
         try:
-            jobs, written = write_and_claim(request, [call.job for call in succeeded], now)
+            jobs, written = write_and_claim(request, [call.job for call in succeeded], now, erased)
         except BaseException:
-            recorder.put_back(succeeded)
+            recorder.put_back(succeeded, erased)
             raise
         recorder.announce(succeeded, written)
         in_order = jobs

@@ -167,6 +167,7 @@ SAFE_NAMES = {
 SAFE_CALLS = {
     "placeholders", "claim_set_clause", "limit_clause", "limit_of", "quote_name", "quote",
     "job_rows", "running_by_id",
+    "by_id",  # claiming/erasing.py: "CASE id " and a fixed WHEN clause repeated
     "_probe",  # claiming/fair.py: fixed text around a where (due_filter) and job_rows()
 }  # fmt: skip
 

@@ -221,15 +221,17 @@ def test_valid_keys_pass():
 # --- the worker's batched successes, eager mode ---------------------------------------
 
 
-def test_a_quick_success_is_written_alone_with_its_values_erased():
+def test_a_quick_success_is_batched_and_written_with_its_values_erased():
     from django_cronqueue.claiming import claim_due
     from django_cronqueue.running.execution import Call, Recorder
 
     job = charge.enqueue(**ARGS)
     [claimed] = claim_due(timezone.now(), queues=None, limit=1, worker_id="w")
     recorder = Recorder(timezone.now)
+    recorder.MAX_WAIT = 3600.0
     recorder.add(Call(claimed, registry.get(claimed.name), duration=0.0))
-    assert recorder.pending == []  # not kept for a batched UPDATE, which would not erase
+    assert [call.job.id for call in recorder.pending] == [job.pk]  # waits for the batch
+    recorder.flush()
     row = Job.objects.get(pk=job.pk)
     assert row.status == "succeeded"
     assert not encryption.holds_encrypted(row.payload)

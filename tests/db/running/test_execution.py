@@ -161,8 +161,8 @@ def test_a_batch_whose_write_failed_is_kept_for_the_next_flush(recorder, monkeyp
 def test_take_hands_over_the_batch_and_put_back_restores_it(recorder):
     claimed = claim(2)
     recorder.add(quick(claimed[0]))
-    batch = recorder.take()
-    assert [call.job.id for call in batch] == [claimed[0].id]
+    batch, erased = recorder.take()
+    assert [call.job.id for call in batch] == [claimed[0].id] and not erased
     assert recorder.pending == []
     recorder.add(quick(claimed[1]))
     recorder.put_back(batch)

@@ -9,8 +9,8 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from django_cronqueue import jobs
+from django_cronqueue.running.cancellable import run_cancellable
 from django_cronqueue.running.context import JobContext
-from django_cronqueue.running.execution import run_cancellable
 
 
 def test_an_async_handler_past_its_soft_timeout_gets_soft_time_limit_exceeded():
