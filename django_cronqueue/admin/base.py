@@ -34,6 +34,16 @@ else:  # django.contrib.admin's class cannot be subscripted at run time
         pass
 
 
+def defined_action_names(model_admin: admin.ModelAdmin[Any]) -> list[str]:
+    """The names of the list actions ``model_admin`` defines, before their permissions are
+    checked: Django 6.1 lists them as ``Action`` objects (unpacking one is deprecated),
+    earlier versions as ``(func, name, description)`` tuples."""
+    return [
+        action.name if hasattr(action, "name") else action[1]
+        for action in model_admin._get_base_actions()  # type: ignore[attr-defined]
+    ]
+
+
 def refuse_forbidden_action(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> None:
     """Raise PermissionDenied (403) for the POST of a list action that ``model_admin``
     defines but does not offer this user (an action needs its permission): Django would
@@ -45,7 +55,7 @@ def refuse_forbidden_action(model_admin: admin.ModelAdmin[Any], request: HttpReq
     except (ValueError, IndexError):
         return
     # Django's list of an admin's actions before their permissions are checked
-    defined = {action[1] for action in model_admin._get_base_actions()}  # type: ignore[attr-defined]
+    defined = set(defined_action_names(model_admin))
     if name in defined and name not in model_admin.get_actions(request):
         raise PermissionDenied
 

@@ -65,7 +65,7 @@ def test_retry_all_matching_jobs_through_the_confirmation(
             question.locator("a").click()
             expect(page.locator(".actions .all")).to_be_visible()
             page.select_option("select[name=action]", "retry_jobs")
-            page.get_by_role("button", name="Go").click()
+            page.locator(".actions button[name=index]").click()  # "Go", "Run" from Django 6.0
 
             expect(page.locator(".cq-all-matching-count")).to_contain_text(
                 f"Retry all {MATCHING} jobs that match these filters"

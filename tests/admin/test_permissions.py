@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_cronqueue import jobs
+from django_cronqueue.admin.base import defined_action_names
 from django_cronqueue.models import Batch, CronSchedule, FairShare, Job, JobStatus, Pause
 from django_cronqueue.schedules import scheduler
 from tests.admin.conftest import staff_client
@@ -320,7 +321,7 @@ def list_actions():
     return sorted(
         (model_name, name)
         for model_name, model_admin in registered_admins().items()
-        for _, name, _ in model_admin._get_base_actions()
+        for name in defined_action_names(model_admin)
     )
 
 

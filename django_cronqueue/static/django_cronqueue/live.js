@@ -177,7 +177,7 @@
                 old.textContent = fresh.textContent;
             }
         });
-        replaceWith(form.querySelector('p.paginator'), newForm.querySelector('p.paginator'));
+        replaceWith(form.querySelector('.paginator'), newForm.querySelector('.paginator'));
         const estimate = form.querySelector('.cq-estimate');
         const newEstimate = newForm.querySelector('.cq-estimate');
         if (estimate && !newEstimate) {
@@ -185,7 +185,7 @@
         } else if (estimate) {
             replaceWith(estimate, newEstimate);
         } else if (newEstimate) {
-            form.querySelector('p.paginator').after(document.importNode(newEstimate, true));
+            form.querySelector('.paginator').after(document.importNode(newEstimate, true));
         }
         syncSelection(form);
         return true;
@@ -205,9 +205,16 @@
         const details = openDetails(region);
         region.replaceChildren(...Array.from(fresh.childNodes, (n) => document.importNode(n, true)));
         restoreDetails(region, details);
+        // Django 6.0 moved the object tools (a job's buttons) out of #content-main.
+        const tools = document.querySelector('ul.object-tools');
+        if (tools && !region.contains(tools)) {
+            replaceWith(tools, doc.querySelector('ul.object-tools'));
+        }
         // What names the page may say its status too: "#81 (pending)".
-        replaceWith(document.querySelector('#content > h2'), doc.querySelector('#content > h2'));
-        replaceWith(document.querySelector('div.breadcrumbs'), doc.querySelector('div.breadcrumbs'));
+        // Django 5.2's and 6.0's places for the subtitle and the breadcrumbs.
+        const subtitle = '#content > h2, #content > .titles-and-tools h2';
+        replaceWith(document.querySelector(subtitle), doc.querySelector(subtitle));
+        replaceWith(document.querySelector('.breadcrumbs'), doc.querySelector('.breadcrumbs'));
         document.title = doc.title;
         return true;
     }
