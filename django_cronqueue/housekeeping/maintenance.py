@@ -148,10 +148,27 @@ def prune_flow(now: dt.datetime) -> int:
         deleted += _delete_batches(old, batch_size)
     others = starts.exclude(name__in=list(windows)).filter(started_at__lt=now - FLOW_IDLE_AGE)
     deleted += _delete_batches(others, batch_size)
-    idle = FlowLock.objects.using(database_alias()).filter(
-        Q(blocked_until__isnull=True) | Q(blocked_until__lt=now - FLOW_IDLE_AGE)
-    )
-    return deleted + _delete_batches(idle, batch_size)
+    return deleted + _delete_idle_flow_locks(now)
+
+
+def _delete_idle_flow_locks(now: dt.datetime) -> int:
+    """Delete the FlowLock rows of keys not saturated for a day, a key a transaction,
+    each locked by its unique key first. Claims lock these rows by that key, in (name,
+    key) order, and hold them to their commit: a statement deleting several rows (or one
+    found by another index) would hold a row while waiting for one a claim holds, and the
+    claim may wait for that first row (a deadlock)."""
+    alias = database_alias()
+    idle = Q(blocked_until__isnull=True) | Q(blocked_until__lt=now - FLOW_IDLE_AGE)
+    rows = FlowLock.objects.using(alias)
+    keys = rows.filter(idle).order_by("name", "limit_key").values_list("name", "limit_key")
+    deleted = 0
+    for name, limit_key in list(keys):
+        with transaction.atomic(using=alias):
+            held = rows.select_for_update().filter(name=name, limit_key=limit_key)
+            ids = list(held.values_list("pk", flat=True))
+            count, _ = rows.filter(idle, pk__in=ids).delete()
+        deleted += count
+    return deleted
 
 
 def _delete_batches(rows: QuerySet[Model], batch_size: int) -> int:
