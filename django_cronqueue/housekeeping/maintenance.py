@@ -152,22 +152,24 @@ def prune_flow(now: dt.datetime) -> int:
 
 
 def _delete_idle_flow_locks(now: dt.datetime) -> int:
-    """Delete the FlowLock rows of keys not saturated for a day, a key a transaction,
-    each locked by its unique key first. Claims lock these rows by that key, in (name,
-    key) order, and hold them to their commit: a statement deleting several rows (or one
-    found by another index) would hold a row while waiting for one a claim holds, and the
-    claim may wait for that first row (a deadlock)."""
+    """Delete the FlowLock rows of keys not saturated for a day, a key a transaction:
+    locked by its unique key, checked, then deleted by primary key. Claims lock these rows
+    by that key, in (name, key) order, and hold them to their commit. A DELETE filtering
+    on ``blocked_until`` may scan that index (InnoDB picks it even for one id) and lock
+    other keys' rows on the way, holding one while it waits for another that a claim
+    holds, which may be waiting for the first (a deadlock)."""
     alias = database_alias()
-    idle = Q(blocked_until__isnull=True) | Q(blocked_until__lt=now - FLOW_IDLE_AGE)
+    idle_since = now - FLOW_IDLE_AGE
+    idle = Q(blocked_until__isnull=True) | Q(blocked_until__lt=idle_since)
     rows = FlowLock.objects.using(alias)
     keys = rows.filter(idle).order_by("name", "limit_key").values_list("name", "limit_key")
     deleted = 0
     for name, limit_key in list(keys):
         with transaction.atomic(using=alias):
             held = rows.select_for_update().filter(name=name, limit_key=limit_key)
-            ids = list(held.values_list("pk", flat=True))
-            count, _ = rows.filter(idle, pk__in=ids).delete()
-        deleted += count
+            for pk, blocked_until in held.values_list("pk", "blocked_until"):
+                if blocked_until is None or blocked_until < idle_since:
+                    deleted += rows.filter(pk=pk).delete()[0]
     return deleted
 
 
