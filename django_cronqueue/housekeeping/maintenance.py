@@ -148,10 +148,29 @@ def prune_flow(now: dt.datetime) -> int:
         deleted += _delete_batches(old, batch_size)
     others = starts.exclude(name__in=list(windows)).filter(started_at__lt=now - FLOW_IDLE_AGE)
     deleted += _delete_batches(others, batch_size)
-    idle = FlowLock.objects.using(database_alias()).filter(
-        Q(blocked_until__isnull=True) | Q(blocked_until__lt=now - FLOW_IDLE_AGE)
-    )
-    return deleted + _delete_batches(idle, batch_size)
+    return deleted + _delete_idle_flow_locks(now)
+
+
+def _delete_idle_flow_locks(now: dt.datetime) -> int:
+    """Delete the FlowLock rows of keys not saturated for a day, a key a transaction:
+    locked by its unique key, checked, then deleted by primary key. Claims lock these rows
+    by that key, in (name, key) order, and hold them to their commit. A DELETE filtering
+    on ``blocked_until`` may scan that index (InnoDB picks it even for one id) and lock
+    other keys' rows on the way, holding one while it waits for another that a claim
+    holds, which may be waiting for the first (a deadlock)."""
+    alias = database_alias()
+    idle_since = now - FLOW_IDLE_AGE
+    idle = Q(blocked_until__isnull=True) | Q(blocked_until__lt=idle_since)
+    rows = FlowLock.objects.using(alias)
+    keys = rows.filter(idle).order_by("name", "limit_key").values_list("name", "limit_key")
+    deleted = 0
+    for name, limit_key in list(keys):
+        with transaction.atomic(using=alias):
+            held = rows.select_for_update().filter(name=name, limit_key=limit_key)
+            for pk, blocked_until in held.values_list("pk", "blocked_until"):
+                if blocked_until is None or blocked_until < idle_since:
+                    deleted += rows.filter(pk=pk).delete()[0]
+    return deleted
 
 
 def _delete_batches(rows: QuerySet[Model], batch_size: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from importlib import import_module
 
 import pytest
@@ -23,6 +24,7 @@ from django_cronqueue.definitions.registry import registry
 from django_cronqueue.exceptions import InvalidPayload
 from django_cronqueue.housekeeping.maintenance import FLOW_IDLE_AGE, START_MARGIN, prune_flow
 from django_cronqueue.models import FlowLock, Job, JobStart
+from tests.processes import wait_until
 from tests.testapp import jobs as test_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -454,3 +456,56 @@ def test_paused_names_and_queues_are_not_claimed_by_the_limited_step(t0):
     jobs.resume(name=RATED)
     assert [job.name for job in claimed_at(t0)] == [RATED]
     assert [job.name for job in claimed_at(t0 + dt.timedelta(minutes=1))] == [PER_TENANT]
+
+
+LOCK_WAITS = {
+    "postgresql": "SELECT COUNT(*) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    # MariaDB's innodb_trx may not list a statement waiting for its first lock yet.
+    "mysql": "SELECT COUNT(*) FROM information_schema.processlist "
+    "WHERE db = DATABASE() AND command = 'Query' AND id <> CONNECTION_ID()",
+}
+
+
+@pytest.mark.skipif(connection.vendor == "sqlite", reason="SQLite serialises writers")
+def test_pruning_lock_rows_waits_for_a_claim_holding_them_without_deadlocking(t0):
+    """A claim locks its keys' FlowLock rows in (name, key) order. A prune of idle lock
+    rows meanwhile (another worker's first pass) waits for the key the claim holds, and
+    holds no key the claim locks next: both finish, and the idle rows go."""
+    FlowLock.objects.create(name=PER_TENANT, limit_key="b")  # the lower id
+    FlowLock.objects.create(name=PER_TENANT, limit_key="a")
+    backend = import_module(f"django_cronqueue.claiming.{VENDOR_MODULES[connection.vendor]}")
+    claimer = connections.create_connection(database_alias())
+    outcome: dict = {}
+
+    def pruner():
+        try:
+            outcome["deleted"] = prune_flow(t0)
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            connections[database_alias()].close()
+
+    thread = threading.Thread(target=pruner)
+    try:
+        claimer.set_autocommit(False)
+        with claimer.cursor() as cursor:
+            backend.lock_keys(cursor, [(PER_TENANT, "a")])
+            thread.start()
+            wait_until(lambda: lock_waits() == 1, timeout=10, interval=0.05)
+            time.sleep(0.3)  # the prune's statement reaches the lock it waits for
+            backend.lock_keys(cursor, [(PER_TENANT, "b")])
+        claimer.commit()
+    finally:
+        claimer.rollback()
+        claimer.close()
+        thread.join(30)
+    assert "error" not in outcome, outcome
+    assert outcome["deleted"] == 2
+    assert not FlowLock.objects.exists()
+
+
+def lock_waits() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_WAITS[connection.vendor])
+        return cursor.fetchone()[0]
