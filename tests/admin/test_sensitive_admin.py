@@ -8,10 +8,9 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from django_cronqueue.definitions.registry import registry
 from django_cronqueue.integrations import encryption
 from django_cronqueue.models import CronSchedule, Job
-from tests.sensitive_keys import KEY_A, SECRET, unregistered_handles
+from tests.sensitive_keys import KEY_A, SECRET, registered, unregistered_handles
 from tests.testapp.sensitive_jobs import charge
 
 pytestmark = pytest.mark.django_db
@@ -22,13 +21,8 @@ ARGS = {"order_id": 3, "card_token": SECRET, "email": "e@example.com"}
 
 @pytest.fixture(autouse=True)
 def sensitive_defined():
-    saved = dict(registry._definitions)
-    for handle in HANDLES:
-        registry.register(handle)
-    with override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
+    with registered(HANDLES), override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
         yield
-    registry._definitions.clear()
-    registry._definitions.update(saved)
 
 
 def form_data(payload):

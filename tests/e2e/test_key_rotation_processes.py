@@ -10,11 +10,10 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from django_cronqueue.definitions.registry import registry
 from django_cronqueue.models import Job
 from django_cronqueue.operations.key_rotation import rotate_keys
 from tests.processes import wait_until
-from tests.sensitive_keys import KEY_A, KEY_B, SECRET, unregistered_handles
+from tests.sensitive_keys import KEY_A, KEY_B, SECRET, registered, unregistered_handles
 from tests.testapp.sensitive_jobs import charge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -26,12 +25,8 @@ BOTH_KEYS = {"ENCRYPTION_KEYS": [KEY_A, KEY_B]}
 
 @pytest.fixture(autouse=True)
 def sensitive_defined():
-    saved = dict(registry._definitions)
-    for handle in HANDLES:
-        registry.register(handle)
-    yield
-    registry._definitions.clear()
-    registry._definitions.update(saved)
+    with registered(HANDLES):
+        yield
 
 
 def test_rotating_while_a_worker_runs_the_jobs_loses_no_write(runjobs):

@@ -23,11 +23,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from django_cronqueue import jobs, signals
-from django_cronqueue.definitions.registry import registry
 from django_cronqueue.exceptions import InvalidPayload
 from django_cronqueue.models import CronSchedule, Job
 from tests.processes import wait_until
-from tests.sensitive_keys import KEY_A, KEY_C, SECRET, unregistered_handles
+from tests.sensitive_keys import KEY_A, KEY_C, SECRET, registered, unregistered_handles
 from tests.testapp.models import SideEffect
 from tests.testapp.sensitive_jobs import charge, charge_async, declined, digest, everything
 from tests.urls import METRICS_TOKEN
@@ -47,13 +46,8 @@ _exporter_added = False
 
 @pytest.fixture(autouse=True)
 def sensitive_defined():
-    saved = dict(registry._definitions)
-    for handle in HANDLES:
-        registry.register(handle)
-    with override_settings(CRONQUEUE={**KEYS, "POLL_INTERVAL": 0.2}):
+    with registered(HANDLES), override_settings(CRONQUEUE={**KEYS, "POLL_INTERVAL": 0.2}):
         yield
-    registry._definitions.clear()
-    registry._definitions.update(saved)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from django_cronqueue.integrations import encryption
 from django_cronqueue.models import Job
 from django_cronqueue.running import execution
 from django_cronqueue.running.execution import Call, Recorder
-from tests.sensitive_keys import KEY_A, SECRET, unregistered_handles
+from tests.sensitive_keys import KEY_A, SECRET, registered, unregistered_handles
 from tests.testapp import jobs as test_jobs
 from tests.testapp.sensitive_jobs import charge, everything
 
@@ -32,13 +32,8 @@ NOW = timezone.now()
 
 @pytest.fixture(autouse=True)
 def sensitive_defined():
-    saved = dict(registry._definitions)
-    for handle in HANDLES:
-        registry.register(handle)
-    with override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
+    with registered(HANDLES), override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
         yield
-    registry._definitions.clear()
-    registry._definitions.update(saved)
 
 
 def claim_all(count):

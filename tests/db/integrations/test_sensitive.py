@@ -15,7 +15,7 @@ from django_cronqueue.definitions.registry import registry
 from django_cronqueue.integrations import encryption
 from django_cronqueue.models import CronSchedule, Job
 from django_cronqueue.testing import capture_jobs, run_until_idle
-from tests.sensitive_keys import KEY_A, KEY_B, SECRET, unregistered_handles
+from tests.sensitive_keys import KEY_A, KEY_B, SECRET, registered, unregistered_handles
 from tests.testapp.models import SideEffect
 from tests.testapp.sensitive_jobs import charge, declined, digest, everything
 
@@ -29,13 +29,8 @@ EMAIL = "someone-SECRET@example.com"
 @pytest.fixture(autouse=True)
 def sensitive_defined():
     """The sensitive jobs registered, and a key to encrypt them with."""
-    saved = dict(registry._definitions)
-    for handle in HANDLES:
-        registry.register(handle)
-    with override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
+    with registered(HANDLES), override_settings(CRONQUEUE={"ENCRYPTION_KEYS": [KEY_A]}):
         yield
-    registry._definitions.clear()
-    registry._definitions.update(saved)
 
 
 def stored_text(job_id):

@@ -10,13 +10,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
-from django_cronqueue.definitions.registry import registry
 from django_cronqueue.integrations import encryption
 from django_cronqueue.models import CronSchedule, Job
 from django_cronqueue.operations.key_rotation import rotate_keys
 from django_cronqueue.testing import run_until_idle
 from tests.db.row_locks import row_held_elsewhere
-from tests.sensitive_keys import KEY_A, KEY_B, KEY_C, SECRET, unregistered_handles
+from tests.sensitive_keys import KEY_A, KEY_B, KEY_C, SECRET, registered, unregistered_handles
 from tests.testapp.sensitive_jobs import charge, declined
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,12 +27,8 @@ ARGS = {"order_id": 1, "card_token": SECRET, "email": "e@example.com"}
 
 @pytest.fixture(autouse=True)
 def sensitive_defined():
-    saved = dict(registry._definitions)
-    for handle in HANDLES:
-        registry.register(handle)
-    yield
-    registry._definitions.clear()
-    registry._definitions.update(saved)
+    with registered(HANDLES):
+        yield
 
 
 def keys(*values):
